@@ -1,0 +1,3 @@
+"""fixgraph: a declarative experiment runner for GraphRAG troubleshooting assistants."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,141 @@
+"""`fixgraph` command line: parses arguments and calls library functions, nothing more.
+
+Positional arguments after the options are Hydra overrides (`retriever=bm25 systems.bm25.k1=1.2`).
+With `--params params.yaml` (how DVC stages call us) the config is read from that file instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DVC_NO_ANALYTICS": "1",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fixgraph", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, params: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        if params:
+            p.add_argument("--params", type=Path, help="read the resolved config from this file (DVC stages)")
+        p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
+        return p
+
+    command("fetch", "obtain the raw corpus snapshot into the data folder")
+    command("ingest", "parse the corpus snapshot into documents + manifest")
+    command("chunk", "chunk the documents along their structure")
+    index = command("index", "build the index of one system (default: every configured system)")
+    index.add_argument("--system", help="system name (a key of `systems`)")
+    for name, help_text in (
+        ("evaluate", "score the configured systems on a question file"),
+        ("run", "the main job: fetch, ingest, chunk, index and evaluate, then print the table"),
+    ):
+        p = command(name, help_text)
+        p.add_argument("--questions", type=Path, help="any question file in the shared format")
+        p.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
+        p.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
+    params.add_argument("--output", type=Path, default=Path("params.yaml"))
+    command("config", "print the composed, resolved config")
+    ui = sub.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--backend-store-uri", default="sqlite:///mlflow.db")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from fixgraph.config import load_config, systems_of, write_params
+    from fixgraph.experiment import stages
+
+    if args.command == "params":
+        write_params(args.output, args.overrides)
+        print(f"wrote {args.output}")
+        return 0
+    if args.command == "ui":
+        cmd = [
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            args.backend_store_uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(args.port),
+        ]
+        return subprocess.call(cmd)
+    cfg = load_config(args.params, args.overrides)
+    if args.command == "config":
+        print(OmegaConf.to_yaml(cfg))
+    elif args.command == "fetch":
+        info = stages.fetch(cfg)
+        print(f"{cfg.corpus.name}: {info.get('package', '')} {info.get('version', '')} from {info['origin']}")
+    elif args.command == "ingest":
+        print(stages.ingest(cfg).info)
+    elif args.command == "chunk":
+        print(stages.chunk(cfg).info)
+    elif args.command == "index":
+        systems = systems_of(cfg)
+        if args.system is not None and args.system not in systems:
+            raise KeyError(f"unknown system {args.system!r}; configured systems: {', '.join(systems)}")
+        chunks = None if args.system is None else (stages.chunk(cfg), stages.load_chunks(cfg))[1]
+        for name, system_cfg in systems.items():
+            if args.system in (None, name):
+                print(stages.index(cfg, name, system_cfg, chunks).info)
+    else:  # evaluate | run
+        from fixgraph.experiment.evaluate import evaluate
+
+        if args.command == "run":
+            stages.fetch(cfg)
+        result = evaluate(cfg, args.questions, args.name, track=False if args.no_track else None)
+        print(
+            f"\n{result.name}: {result.info['questions']} questions, gold coverage {result.coverage:.1%}, "
+            f"corpus {result.info['corpus']} {result.info['corpus_version']}"
+        )
+        print(result.table)
+        print(f"outputs: {result.output_dir}")
+        if result.mlflow_run_id:
+            print(f"MLflow run {result.mlflow_run_id} (browse with `fixgraph ui`)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "urllib3", "alembic", "sentence_transformers", "mlflow", "bm25s"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from fixgraph.errors import USER_ERRORS
+
+    try:
+        return _dispatch(args)
+    except USER_ERRORS as exc:
+        print(f"fixgraph {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Config composition: Hydra composes `conf/`; `params.yaml` is that composition, resolved.
+
+Two ways in, one config object out:
+- the CLI composes `conf/config.yaml` with Hydra overrides (`retriever=bm25 systems.bm25.k1=1.2`);
+- DVC stages read `params.yaml`, which `fixgraph params` (or `dvc exp run -S ...`, through DVC's
+  Hydra integration) writes as the same composition, so `dvc repro` and the CLI agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+
+from fixgraph.registry import Registry
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be composed or used; the message says which option and why."""
+
+
+def config_dir() -> Path:
+    """`$FIXGRAPH_CONFIG_DIR`, else ./conf, else the conf/ next to the installed package."""
+    env = os.environ.get("FIXGRAPH_CONFIG_DIR")
+    if env:
+        return Path(env).resolve()
+    local = Path.cwd() / "conf"
+    if (local / "config.yaml").exists():
+        return local.resolve()
+    return (Path(__file__).resolve().parents[1] / "conf").resolve()
+
+
+def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """Compose conf/ with Hydra overrides and resolve every interpolation."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        # version_base=None matches DVC's own composition (dvc.utils.hydra.compose_and_dump).
+        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+        OmegaConf.resolve(cfg)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(str(exc)) from exc
+    return cfg
+
+
+def write_params(path: Path, overrides: Sequence[str] = ()) -> None:
+    """Write the composition as params.yaml with DVC's own dumper, so both produce identical files."""
+    from dvc.utils.hydra import compose_and_dump
+
+    compose_and_dump(path, str(config_dir()), None, "config", str(config_dir()), list(overrides))
+
+
+def load_params(path: Path) -> DictConfig:
+    if not path.exists():
+        raise ConfigError(f"{path}: params file not found; write it with `fixgraph params`")
+    cfg = OmegaConf.load(path)
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return cfg
+
+
+def load_config(params: Path | None, overrides: Sequence[str]) -> DictConfig:
+    """The CLI's single entry: params.yaml (DVC stages) or a fresh composition (everything else)."""
+    if params is not None:
+        cfg = load_params(params)
+        if overrides:
+            merged = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+            assert isinstance(merged, DictConfig)
+            return merged
+        return cfg
+    return compose(overrides)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    if isinstance(cfg, DictConfig):
+        container = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(container, dict)
+        return {str(k): v for k, v in container.items()}
+    return dict(cfg)
+
+
+def build(registry: Registry[T], cfg: Any, **extra: Any) -> T:
+    """Instantiate the implementation registered under `cfg.kind` with the node's fields."""
+    fields = to_dict(cfg)
+    kind = fields.pop("kind", None)
+    if kind is None:
+        raise ConfigError(f"{registry.group} config {fields.get('name', '?')!r} has no `kind`")
+    return registry.get(str(kind))(**fields, **extra)
+
+
+def systems_of(cfg: DictConfig) -> dict[str, DictConfig]:
+    """Systems to evaluate: `systems` when an experiment sets it, else the selected retriever."""
+    systems = cfg.get("systems") or {}
+    if systems:
+        return {str(name): node for name, node in systems.items()}
+    return {str(cfg.retriever.name): cfg.retriever}

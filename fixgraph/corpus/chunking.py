@@ -1,0 +1,141 @@
+"""The `chunker` registry. Chunks are exact spans of `Document.text` with deterministic ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import groupby
+from typing import Any, Protocol
+
+from fixgraph.corpus.models import Block, Chunk, Document
+from fixgraph.io import sha256_text
+from fixgraph.modelpaths import resolve_model_path
+from fixgraph.registry import Registry
+
+TokenCounter = Callable[[str], int]
+
+
+class Chunker(Protocol):
+    name: str
+
+    def chunk(self, doc: Document) -> list[Chunk]: ...
+
+
+CHUNKERS: Registry[Chunker] = Registry("chunker")
+
+
+@lru_cache(maxsize=4)
+def hf_token_counter(model: str) -> TokenCounter:
+    """Count tokens with the embedder's own tokenizer, so budgets match what the model sees."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path(model)))
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count
+
+
+def whitespace_token_counter(text: str) -> int:
+    return len(text.split())
+
+
+@dataclass
+class _Unit:
+    blocks: list[Block]
+    tokens: int
+
+    @property
+    def is_heading(self) -> bool:
+        return all(b.kind in ("heading", "title", "summary", "term") for b in self.blocks)
+
+
+def make_chunk(doc: Document, blocks: list[Block], ordinal: int, tokens: int) -> Chunk:
+    start, end = blocks[0].start, blocks[-1].end
+    section = blocks[0].section
+    path = next((s.heading_path for s in doc.sections if s.id == section), [])
+    text = doc.text[start:end]
+    return Chunk(
+        id=f"{doc.id}#{section or '_'}-{ordinal}",
+        doc_id=doc.id,
+        start=start,
+        end=end,
+        text=text,
+        title=doc.title,
+        heading_path=path,
+        section=section,
+        n_tokens=tokens,
+        content_hash=sha256_text(text),
+    )
+
+
+def pack_units(units: list[_Unit], max_tokens: int, min_tokens: int) -> list[list[_Unit]]:
+    """Greedy packing of whole units; headings go with what follows; a small tail joins its predecessor."""
+    groups: list[list[_Unit]] = []
+    current: list[_Unit] = []
+    size = 0
+    for unit in units:
+        only_headings = all(u.is_heading for u in current)
+        if current and size + unit.tokens > max_tokens and not only_headings:
+            groups.append(current)
+            current, size = [], 0
+        current.append(unit)
+        size += unit.tokens
+    if current:
+        tail = sum(u.tokens for u in current)
+        if groups and tail < min_tokens and sum(u.tokens for u in groups[-1]) + tail <= max_tokens + min_tokens:
+            groups[-1].extend(current)
+        else:
+            groups.append(current)
+    return groups
+
+
+@CHUNKERS.register("structural")
+class StructuralChunker:
+    """Packs whole blocks (list items whole) of one section into chunks of at most `max_tokens`.
+
+    A single unit larger than the budget becomes a chunk of its own rather than being cut mid-item.
+    """
+
+    def __init__(
+        self,
+        name: str = "structural",
+        tokenizer: str = "whitespace",
+        max_tokens: int = 200,
+        min_tokens: int = 48,
+        **_: Any,
+    ) -> None:
+        if max_tokens <= 0 or min_tokens < 0:
+            raise ValueError(f"chunker {name}: max_tokens must be > 0 and min_tokens >= 0")
+        self.name = name
+        self.max_tokens = max_tokens
+        self.min_tokens = min_tokens
+        self.count_tokens = whitespace_token_counter if tokenizer == "whitespace" else hf_token_counter(tokenizer)
+
+    def units(self, doc: Document) -> Iterable[tuple[str, list[_Unit]]]:
+        for section, section_blocks in groupby(doc.blocks, key=lambda b: b.section):
+            units = [
+                _Unit(blocks=list(blocks), tokens=0) for _, blocks in groupby(section_blocks, key=lambda b: b.unit)
+            ]
+            for unit in units:
+                unit.tokens = sum(self.count_tokens(doc.text[b.start : b.end]) for b in unit.blocks)
+            yield section, units
+
+    def chunk(self, doc: Document) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for _section, units in self.units(doc):
+            for ordinal, group in enumerate(pack_units(units, self.max_tokens, self.min_tokens)):
+                blocks = [b for u in group for b in u.blocks]
+                chunks.append(make_chunk(doc, blocks, ordinal, sum(u.tokens for u in group)))
+        return chunks
+
+
+def chunk_documents(chunker: Chunker, docs: Iterable[Document]) -> list[Chunk]:
+    chunks = [chunk for doc in docs for chunk in chunker.chunk(doc)]
+    ids = [c.id for c in chunks]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"chunker produced duplicate chunk ids: {dupes[:5]}")
+    return chunks

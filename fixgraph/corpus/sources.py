@@ -1,0 +1,127 @@
+"""The `corpus` registry: each option knows how to fetch its raw snapshot and parse it into Documents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fixgraph.corpus.debian import DebianSource, fetch_debian_snapshot
+from fixgraph.corpus.mallard import MallardError, MallardOptions, collect_titles, parse_page
+from fixgraph.corpus.models import Document
+from fixgraph.io import read_json
+from fixgraph.registry import Registry
+
+
+class MissingCorpusError(FileNotFoundError):
+    """The raw snapshot is not there; the message names the command that fetches it."""
+
+
+@dataclass
+class Problem:
+    path: str
+    reason: str
+
+
+@dataclass
+class ParseResult:
+    documents: list[Document]
+    problems: list[Problem] = field(default_factory=list)
+    source_info: dict[str, Any] = field(default_factory=dict)
+
+
+class CorpusSource(Protocol):
+    name: str
+    snapshot_dir: Path
+
+    def fetch(self) -> dict[str, str]:
+        """Obtain the raw snapshot into `snapshot_dir` (idempotent)."""
+        ...
+
+    def check(self) -> None:
+        """Raise MissingCorpusError, naming the fetch command, when the snapshot is not there."""
+        ...
+
+    def parse(self) -> ParseResult:
+        """Parse the snapshot into documents; per-file problems are reported, not raised."""
+        ...
+
+
+CORPORA: Registry[CorpusSource] = Registry("corpus")
+
+
+@CORPORA.register("mallard")
+class MallardCorpus:
+    """A folder of Mallard pages, optionally fetched from a Debian package."""
+
+    def __init__(
+        self,
+        name: str,
+        snapshot_dir: str,
+        package: str = "",
+        version: str = "",
+        package_path: str = "",
+        license: str = "",
+        false_tokens: list[str] | None = None,
+        true_tokens: list[str] | None = None,
+        empty_link_text: str = "title",
+        **_: Any,
+    ) -> None:
+        self.name = name
+        self.snapshot_dir = Path(snapshot_dir)
+        self.package = DebianSource(package, version, package_path, license) if package else None
+        self.options = MallardOptions(
+            false_tokens=frozenset(false_tokens if false_tokens is not None else MallardOptions.false_tokens),
+            true_tokens=frozenset(true_tokens if true_tokens is not None else MallardOptions.true_tokens),
+            empty_link_text=empty_link_text,
+        )
+
+    def fetch(self) -> dict[str, str]:
+        if self.is_fetched():
+            return {**self.source_info(), "origin": "already present"}
+        if self.package is None:
+            raise MissingCorpusError(f"{self.snapshot_dir}: no Mallard pages there and no package to fetch from")
+        return fetch_debian_snapshot(self.package, self.snapshot_dir)
+
+    def is_fetched(self) -> bool:
+        return self.snapshot_dir.is_dir() and any(self.snapshot_dir.glob("*.page"))
+
+    def source_info(self) -> dict[str, Any]:
+        info_path = self.snapshot_dir / "SOURCE.json"
+        return dict(read_json(info_path)) if info_path.exists() else {}
+
+    def check(self) -> None:
+        if not self.is_fetched():
+            raise MissingCorpusError(
+                f"corpus {self.name!r}: no pages in {self.snapshot_dir}. "
+                f"Fetch it with: fixgraph fetch corpus={self.name}"
+            )
+
+    def parse(self) -> ParseResult:
+        self.check()
+        info = self.source_info()
+        paths = sorted(self.snapshot_dir.glob("*.page"))
+        titles = collect_titles(paths)
+        result = ParseResult(documents=[], source_info=info)
+        seen: dict[str, str] = {}
+        for path in paths:
+            try:
+                doc = parse_page(path, self.snapshot_dir, self.name, titles, self.options, info.get("version", ""))
+            except (MallardError, UnicodeDecodeError) as exc:
+                result.problems.append(Problem(path.name, str(exc)))
+                continue
+            if doc.id in seen:
+                result.problems.append(Problem(path.name, f"duplicate page id {doc.id!r} (also in {seen[doc.id]})"))
+                continue
+            if not doc.text.strip():
+                result.problems.append(Problem(path.name, "page renders to no text"))
+                continue
+            seen[doc.id] = path.name
+            result.documents.append(doc)
+        return result
+
+
+def build_corpus(cfg: Any) -> CorpusSource:
+    from fixgraph.config import build
+
+    return build(CORPORA, cfg)

@@ -1,0 +1,25 @@
+"""Errors caused by the user's input (config, corpus, question files): reported in one line, no traceback."""
+
+from __future__ import annotations
+
+from fixgraph.config import ConfigError
+from fixgraph.corpus.debian import FetchError
+from fixgraph.corpus.mallard import MallardError
+from fixgraph.corpus.sources import MissingCorpusError
+from fixgraph.evaluation.gold import GoldCoverageError
+from fixgraph.evaluation.questions import QuestionFileError
+from fixgraph.modelpaths import ModelNotFoundError
+from fixgraph.registry import UnknownOptionError
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    FetchError,
+    MallardError,
+    MissingCorpusError,
+    GoldCoverageError,
+    QuestionFileError,
+    ModelNotFoundError,
+    UnknownOptionError,
+    FileNotFoundError,
+    KeyError,
+)

@@ -1,0 +1,1 @@
+"""Evaluation: questions, gold mapping, metrics, statistics and reports."""

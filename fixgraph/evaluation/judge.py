@@ -1,0 +1,42 @@
+"""The `judge` registry: scores an answer against a question's reference answer and key facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fixgraph.evaluation.questions import Question
+from fixgraph.registry import Registry
+
+
+@dataclass(frozen=True)
+class Judgement:
+    correctness: float | None  # 0 / 0.5 / 1, None when not judged
+    key_fact_recall: float | None
+    rationale: str = ""
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, question: Question, answer: str) -> Judgement: ...
+
+
+JUDGES: Registry[Judge] = Registry("judge")
+
+
+@JUDGES.register("none")
+class NoJudge:
+    """Judges nothing: retrieval-only runs report no answer metrics."""
+
+    def __init__(self, name: str = "none", **_: Any) -> None:
+        self.name = name
+
+    def judge(self, question: Question, answer: str) -> Judgement:
+        return Judgement(None, None, "no judge configured")
+
+
+def build_judge(cfg: Any) -> Judge:
+    from fixgraph.config import build
+
+    return build(JUDGES, cfg)

@@ -1,0 +1,42 @@
+"""The `split` registry: which questions a run is scored on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from fixgraph.evaluation.questions import Question, load_questions
+from fixgraph.registry import Registry
+
+
+class Split(Protocol):
+    name: str
+    questions_path: Path
+
+    def select(self, questions: list[Question]) -> list[Question]: ...
+
+    def load(self) -> list[Question]: ...
+
+
+SPLITS: Registry[Split] = Registry("split")
+
+
+@SPLITS.register("file")
+class FileSplit:
+    """Every question of one question file."""
+
+    def __init__(self, name: str, questions: str, **_: Any) -> None:
+        self.name = name
+        self.questions_path = Path(questions)
+
+    def select(self, questions: list[Question]) -> list[Question]:
+        return questions
+
+    def load(self) -> list[Question]:
+        return self.select(load_questions(self.questions_path))
+
+
+def build_split(cfg: Any) -> Split:
+    from fixgraph.config import build
+
+    return build(SPLITS, cfg)

@@ -1,0 +1,1 @@
+"""Experiment stage: pipeline stage entry points (CLI and DVC), tracking and reports."""

@@ -1,0 +1,171 @@
+"""Pipeline stages: fetch -> ingest -> chunk -> index (per system). Evaluation lives in evaluate.py.
+
+Each stage is a plain function of the config. It writes its outputs atomically with a `stage.json`
+holding a key (config + input hashes + code hash), and skips itself when the key is unchanged:
+`fixgraph run` gets the same incremental behaviour that DVC gives `dvc repro`.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from fixgraph.config import build, to_dict
+from fixgraph.corpus.chunking import CHUNKERS, chunk_documents
+from fixgraph.corpus.models import Chunk, Document
+from fixgraph.corpus.sources import build_corpus
+from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
+from fixgraph.experiment.layout import Layout
+from fixgraph.io import atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
+from fixgraph.retrieval.base import Retriever, build_retriever
+
+log = logging.getLogger(__name__)
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class StageResult:
+    stage: str
+    status: str  # built | cached
+    output: Path
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def code_hash(*subpackages: str) -> str:
+    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages."""
+    return stable_hash({sub: tree_hash(PACKAGE_ROOT / sub, "**/*.py")[0] for sub in subpackages})
+
+
+def is_current(output_dir: Path, key: str) -> bool:
+    marker = output_dir / "stage.json"
+    return marker.exists() and read_json(marker).get("key") == key
+
+
+def run_stage(name: str, output_dir: Path, key: str, produce: Callable[[Path], dict[str, Any]]) -> StageResult:
+    """Run `produce` into a temp folder and swap it in, unless `output_dir` already holds this key."""
+    if is_current(output_dir, key):
+        info = read_json(output_dir / "stage.json").get("info", {})
+        log.info("%s: up to date (%s)", name, output_dir)
+        return StageResult(name, "cached", output_dir, info)
+    with atomic_dir(output_dir) as tmp:
+        started = time.perf_counter()
+        info = produce(tmp)
+        info["seconds"] = round(time.perf_counter() - started, 3)
+        write_json(tmp / "stage.json", {"stage": name, "key": key, "info": info})
+    log.info("%s: built %s in %.1fs", name, output_dir, info["seconds"])
+    return StageResult(name, "built", output_dir, info)
+
+
+def fetch(cfg: DictConfig) -> dict[str, str]:
+    return build_corpus(cfg.corpus).fetch()
+
+
+def ingest(cfg: DictConfig) -> StageResult:
+    layout = Layout.from_config(cfg)
+    source = build_corpus(cfg.corpus)
+    source.check()  # raises MissingCorpusError naming `fixgraph fetch` when absent
+    snapshot_hash, files = tree_hash(source.snapshot_dir)
+    key = stable_hash({"corpus": to_dict(cfg.corpus), "snapshot": snapshot_hash, "code": code_hash("corpus")})
+
+    def produce(out: Path) -> dict[str, Any]:
+        parsed = source.parse()
+        write_documents(out / layout.documents.name, parsed.documents)
+        write_json(out / "problems.json", [p.__dict__ for p in parsed.problems])
+        counts = {
+            "files": len(files),
+            "pages": len(parsed.documents) + len(parsed.problems),
+            "documents": len(parsed.documents),
+            "problems": len(parsed.problems),
+            "sections": sum(len(d.sections) for d in parsed.documents),
+            "blocks": sum(len(d.blocks) for d in parsed.documents),
+            "links": sum(len(d.links) for d in parsed.documents),
+            "inline_spans": sum(len(d.spans) for d in parsed.documents),
+            "characters": sum(len(d.text) for d in parsed.documents),
+        }
+        manifest = {
+            "corpus": source.name,
+            "source": parsed.source_info,
+            "corpus_hash": snapshot_hash,
+            "files": files,
+            "counts": counts,
+        }
+        write_json(out / layout.manifest.name, manifest)
+        return {"corpus_hash": snapshot_hash, **counts}
+
+    return run_stage("ingest", layout.corpus_dir, key, produce)
+
+
+def load_documents(cfg: DictConfig) -> list[Document]:
+    layout = Layout.from_config(cfg)
+    if not layout.documents.exists():
+        raise FileNotFoundError(f"{layout.documents} not found; run `fixgraph ingest` first")
+    return read_documents(layout.documents)
+
+
+def chunk(cfg: DictConfig) -> StageResult:
+    layout = Layout.from_config(cfg)
+    ingest_result = ingest(cfg)
+    key = stable_hash(
+        {
+            "chunker": to_dict(cfg.chunker),
+            "documents": sha256_file(layout.documents),
+            "code": code_hash("corpus"),
+        }
+    )
+
+    def produce(out: Path) -> dict[str, Any]:
+        chunker = build(CHUNKERS, cfg.chunker)
+        chunks = chunk_documents(chunker, load_documents(cfg))
+        write_chunks(out / layout.chunks.name, chunks)
+        tokens = [c.n_tokens for c in chunks]
+        return {
+            "chunks": len(chunks),
+            "tokens_median": statistics.median(tokens) if tokens else 0,
+            "tokens_max": max(tokens, default=0),
+            "corpus_hash": ingest_result.info.get("corpus_hash", ""),
+        }
+
+    return run_stage("chunk", layout.chunks_dir, key, produce)
+
+
+def load_chunks(cfg: DictConfig) -> list[Chunk]:
+    layout = Layout.from_config(cfg)
+    if not layout.chunks.exists():
+        raise FileNotFoundError(f"{layout.chunks} not found; run `fixgraph chunk` first")
+    return read_chunks(layout.chunks)
+
+
+def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
+    layout = Layout.from_config(cfg)
+    return stable_hash(
+        {"system": to_dict(system_cfg), "chunks": sha256_file(layout.chunks), "code": code_hash("retrieval")}
+    )
+
+
+def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk] | None = None) -> StageResult:
+    """Build (or find up to date) the index of one system over the current chunks."""
+    layout = Layout.from_config(cfg)
+    if chunks is None:
+        chunk(cfg)
+        chunks = load_chunks(cfg)
+
+    def produce(out: Path) -> dict[str, Any]:
+        build_retriever(system_cfg).build(chunks, out)
+        return {"system": system, "chunks": len(chunks)}
+
+    return run_stage(f"index[{system}]", layout.index_dir(system), index_key(cfg, system_cfg), produce)
+
+
+def open_retriever(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk]) -> Retriever:
+    """The retriever of a system with its index loaded, building the index first if it is stale."""
+    result = index(cfg, system, system_cfg, chunks)
+    retriever = build_retriever(system_cfg)
+    retriever.load(chunks, result.output)
+    return retriever

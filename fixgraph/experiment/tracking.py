@@ -1,0 +1,139 @@
+"""MLflow records: one parent run per evaluation, one child run per system.
+
+Backend: sqlite (`mlflow.db`), artifacts under `mlruns/`. Each run carries the resolved config,
+metrics with CI bounds, per-question tables, git sha, corpus/chunk/question-file hashes and the
+installed package versions, so a number in the UI can be traced back to exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from fixgraph import __version__
+from fixgraph.io import write_json, write_text
+
+if TYPE_CHECKING:
+    from fixgraph.experiment.evaluate import EvaluationResult
+
+KEY_PACKAGES = (
+    "torch",
+    "sentence-transformers",
+    "bm25s",
+    "ir-measures",
+    "scipy",
+    "numpy",
+    "hydra-core",
+    "dvc",
+    "mlflow",
+)
+
+
+def git_state() -> dict[str, str]:
+    def git(*args: str) -> str:
+        result = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return result.stdout.strip() if result.returncode == 0 else ""
+
+    sha = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_sha": sha or "unknown", "git_dirty": str(bool(dirty)).lower()}
+
+
+def package_versions() -> dict[str, str]:
+    return {d.metadata["Name"].lower(): d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted keys -> string values, as MLflow params."""
+    if isinstance(node, dict):
+        out: dict[str, str] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): str(node)[:6000]}
+
+
+def setup(cfg: DictConfig) -> str:
+    """Point MLflow at the configured store; return the experiment id (artifacts under paths.mlruns)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+
+    mlflow.set_tracking_uri(str(cfg.tracking.uri))
+    name = str(cfg.tracking.experiment)
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is not None:
+        return str(experiment.experiment_id)
+    artifacts = Path(str(cfg.paths.mlruns)).resolve().as_uri()
+    return str(mlflow.create_experiment(name, artifact_location=artifacts))
+
+
+def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
+    import mlflow
+
+    experiment_id = setup(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved, dict)
+    info = result.info
+    tags = {
+        **git_state(),
+        "fixgraph_version": __version__,
+        "stage": "evaluate",
+        "evaluation": result.name,
+        "experiment_preset": str(cfg.get("experiment", {}).get("name", "")),
+        "questions_file": info["questions_file"],
+        "questions_hash": info["questions_hash"],
+        "corpus": info["corpus"],
+        "corpus_hash": info["corpus_hash"],
+        "corpus_version": info["corpus_version"],
+        "chunks_hash": info["chunks_hash"],
+        **{f"pkg.{name}": version for name, version in package_versions().items() if name in KEY_PACKAGES},
+    }
+    with mlflow.start_run(
+        experiment_id=experiment_id, run_name=f"{result.name}: {', '.join(info['systems'])}"
+    ) as parent:
+        mlflow.set_tags(tags)
+        mlflow.log_params({k: v for k, v in flatten(resolved).items() if not k.startswith("systems.")})
+        mlflow.log_metrics(
+            {
+                "gold_coverage": result.coverage,
+                "questions": info["questions"],
+                "scored_questions": info["scored_questions"],
+            }
+        )
+        with tempfile.TemporaryDirectory() as tmpdir:
+            tmp = Path(tmpdir)
+            write_text(tmp / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+            write_json(tmp / "packages.json", package_versions())
+            result.per_question.to_csv(tmp / "per_question.csv", index=False)
+            mlflow.log_artifacts(str(tmp))
+        mlflow.log_artifacts(str(result.output_dir), artifact_path="evaluation")
+        for system, metrics in result.metrics.items():
+            with mlflow.start_run(experiment_id=experiment_id, run_name=system, nested=True):
+                mlflow.set_tags({**tags, "system": system})
+                system_cfg = resolved.get("systems", {}).get(system) or resolved.get("retriever", {})
+                mlflow.log_params(
+                    {
+                        "system": system,
+                        **flatten(system_cfg, "retriever."),
+                        **flatten(resolved.get("reranker", {}), "reranker."),
+                    }
+                )
+                values: dict[str, float] = {}
+                for metric, est in metrics.items():
+                    values[metric] = est["mean"]
+                    values[f"{metric}_ci_low"] = est["low"]
+                    values[f"{metric}_ci_high"] = est["high"]
+                values.update(info["latency"].get(system, {}))
+                mlflow.log_metrics(values)
+                rows = result.per_question[result.per_question["system"] == system]
+                with tempfile.TemporaryDirectory() as tmpdir:
+                    path = Path(tmpdir) / "per_question.csv"
+                    rows.to_csv(path, index=False)
+                    mlflow.log_artifact(str(path))
+        return str(parent.info.run_id)

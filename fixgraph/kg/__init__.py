@@ -1,0 +1,1 @@
+"""Knowledge graph stage: extraction with provenance, validation, resolution, storage."""

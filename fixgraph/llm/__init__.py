@@ -1,0 +1,1 @@
+"""LLM layer: one client interface, backends behind the `llm` registry."""

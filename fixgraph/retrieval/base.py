@@ -1,0 +1,62 @@
+"""The Retriever interface and the registry behind the `retriever` Hydra group.
+
+A retriever built from config is the same object in the benchmark, the sweep and the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from fixgraph.corpus.models import Chunk
+from fixgraph.registry import Registry
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: str
+    score: float
+
+
+class Retriever(Protocol):
+    name: str
+
+    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        """Index `chunks` and save whatever `load` needs under `workdir`."""
+        ...
+
+    def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        """Load an index that `build` saved for the same chunks."""
+        ...
+
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+
+RETRIEVERS: Registry[Retriever] = Registry("retriever")
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first; ties broken by lower index (deterministic)."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    candidates = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order]
+
+
+def hits_from_scores(scores: np.ndarray, ids: Sequence[str], k: int) -> list[Hit]:
+    return [Hit(ids[i], float(scores[i])) for i in top_k(scores, k)]
+
+
+def build_retriever(cfg: Any) -> Retriever:
+    from fixgraph.config import build
+
+    # importing the modules registers their implementations
+    from fixgraph.retrieval import bm25, dense, hybrid  # noqa: F401
+
+    return build(RETRIEVERS, cfg)
