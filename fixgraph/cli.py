@@ -101,11 +101,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.system in (None, name):
                 print(stages.index(cfg, name, system_cfg, chunks).info)
     else:  # evaluate | run
-        from fixgraph.experiment.evaluate import evaluate
+        from fixgraph.experiment.runners import build_experiment
 
         if args.command == "run":
             stages.fetch(cfg)
-        result = evaluate(cfg, args.questions, args.name, track=False if args.no_track else None)
+        runner = build_experiment(cfg.experiment)
+        result = runner.run(cfg, args.questions, args.name, track=False if args.no_track else None)
         print(
             f"\n{result.name}: {result.info['questions']} questions, gold coverage {result.coverage:.1%}, "
             f"corpus {result.info['corpus']} {result.info['corpus_version']}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -100,6 +102,36 @@ class SentenceTransformerEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.query_prefix + t for t in texts])
+
+
+@EMBEDDERS.register("hashing")
+class HashingEmbedder:
+    """Feature-hashed bag of words: no model, deterministic, for smoke runs and fast tests."""
+
+    def __init__(self, name: str = "hashing", dim: int = 512, **_: Any) -> None:
+        self.name = name
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def identity(self) -> str:
+        return stable_hash({"kind": "hashing", "dim": self._dim})
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        matrix = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in re.findall(r"\w+", text.lower()):
+                matrix[row, zlib.crc32(token.encode()) % self._dim] += 1.0
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1.0, norms)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
 
 
 class EmbeddingCache:

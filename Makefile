@@ -1,0 +1,52 @@
+# Two commands do all set-up (see README):
+#   make main   set up, fetch GNOME Help, reproduce the pipeline with DVC, print the benchmark table
+#   make test   set up, lint, type-check and run the test suite
+# Both are idempotent: the virtual environment is rebuilt only when pyproject.toml or the lock change.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+LOCK := requirements/constraints.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-16)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MLFLOW_DISABLE_TELEMETRY=true DVC_NO_ANALYTICS=1
+
+.PHONY: setup main test test-slow lint ui lock clean
+
+setup: $(STAMP)
+
+$(STAMP):
+	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON)"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -U "pip>=24"
+	# torch comes from the CPU wheel pip's site configuration points at (see requirements/README.md)
+	$(BIN)/pip install -q --disable-pip-version-check -c $(LOCK) -e ".[dev]"
+	@rm -f $(VENV)/.installed-* && touch $@
+
+main: setup
+	$(BIN)/fixgraph fetch
+	$(BIN)/fixgraph params
+	$(BIN)/dvc repro
+	@echo
+	@cat artifacts/eval/gnome_help/dev/table.md
+	@echo "Full outputs: artifacts/eval/gnome_help/dev/  -  MLflow UI: make ui (http://127.0.0.1:5000)"
+
+lint: setup
+	$(BIN)/ruff check fixgraph tests
+	$(BIN)/ruff format --check fixgraph tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+test-slow: setup
+	$(BIN)/pytest -q -m slow
+
+ui: setup
+	$(BIN)/fixgraph ui
+
+lock: setup
+	( sed -n 1,3p $(LOCK); $(BIN)/pip freeze --exclude-editable | sort -f ) > $(LOCK).new && mv $(LOCK).new $(LOCK)
+
+clean:
+	rm -rf artifacts mlruns/* mlflow.db

@@ -1,0 +1,46 @@
+"""The `experiment` registry: what a run does with the composed config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from omegaconf import DictConfig
+
+from fixgraph.experiment.evaluate import EvaluationResult, evaluate
+from fixgraph.registry import Registry
+
+
+class ExperimentRunner(Protocol):
+    name: str
+
+    def run(
+        self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
+    ) -> EvaluationResult: ...
+
+
+EXPERIMENTS: Registry[ExperimentRunner] = Registry("experiment")
+
+
+@EXPERIMENTS.register("retrieval_benchmark")
+class RetrievalBenchmark:
+    """Score every configured system on the split (or a given question file) and record it."""
+
+    def __init__(self, name: str, baseline: str | None = None, **_: Any) -> None:
+        self.name = name
+        self.baseline = baseline
+
+    def run(
+        self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
+    ) -> EvaluationResult:
+        from fixgraph.config import ConfigError, systems_of
+
+        if self.baseline is not None and self.baseline not in systems_of(cfg):
+            raise ConfigError(f"experiment {self.name}: baseline {self.baseline!r} is not one of the systems")
+        return evaluate(cfg, questions, name, track)
+
+
+def build_experiment(cfg: Any) -> ExperimentRunner:
+    from fixgraph.config import build
+
+    return build(EXPERIMENTS, cfg)

