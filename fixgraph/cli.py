@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
+    bench = sub.add_parser("bench", help="run a benchmark and print its JSON (fixgraph bench --list)")
+    bench.add_argument("--list", action="store_true", help="list the benchmarks")
+    bench.add_argument("--params", type=Path, help="read the resolved config from this file")
+    bench.add_argument("name", nargs="?", help="benchmark name")
+    bench.add_argument("overrides", nargs="*", help="Hydra overrides")
     ui = sub.add_parser("ui", help="open the MLflow UI on 127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--backend-store-uri", default="sqlite:///mlflow.db")
@@ -82,8 +87,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             str(args.port),
         ]
         return subprocess.call(cmd)
+    if args.command == "bench" and (args.list or not args.name):
+        from fixgraph.bench import available
+
+        print("\n".join(available()))
+        return 0
     cfg = load_config(args.params, args.overrides)
-    if args.command == "config":
+    if args.command == "bench":
+        import json
+
+        from fixgraph.bench import run_benchmark
+
+        print(json.dumps(run_benchmark(args.name, cfg), indent=2))
+    elif args.command == "config":
         print(OmegaConf.to_yaml(cfg))
     elif args.command == "fetch":
         info = stages.fetch(cfg)

@@ -1,0 +1,39 @@
+"""Benchmark commands: `fixgraph bench <name> [overrides]` prints one JSON object.
+
+Each module here defines `run(cfg: DictConfig) -> dict`. Report medians (not means) and ratios against a
+peer measured in the same run, since these machines are noisy; say what was measured and on what.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+
+def available() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def run_benchmark(name: str, cfg: DictConfig) -> dict[str, Any]:
+    if name not in available():
+        raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(available())}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    result: dict[str, Any] = module.run(cfg)
+    return {"benchmark": name, **result}
+
+
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of `fn` in milliseconds over `repeats` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(1000 * (time.perf_counter() - started))
+    return statistics.median(times)
