@@ -49,6 +49,7 @@ def fixture_config(tmp_path: Path, mallard_dir: Path, questions_file: Path) -> C
                 "corpus=mallard_folder",
                 f"corpus.snapshot_dir={mallard_dir}",
                 "embedder=hashing",
+                "split=pool",  # the fixture questions, whole (tests of frozen splits freeze their own)
                 f"split.questions={questions_file}",
                 f"paths.artifacts={tmp_path / 'artifacts'}",
                 f"paths.mlruns={tmp_path / 'mlruns'}",

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from fixgraph.evaluation.protocol_errors import ComparisonError
 from fixgraph.evaluation.significance import (
     Engine,
     bootstrap_means,
@@ -27,10 +28,6 @@ from fixgraph.evaluation.significance import (
     holm,
     paired_permutation_tests,
 )
-
-
-class ComparisonError(ValueError):
-    """A comparison that cannot be made as asked (unpaired questions, bad family, unknown system)."""
 
 
 @dataclass(frozen=True)
