@@ -74,14 +74,20 @@ def run_comparison(
 
 
 def write_outputs(
-    comparison: Comparison, per_question: pd.DataFrame, out: Path, differ: Mapping[str, list[str]], stem: str
+    comparison: Comparison,
+    per_question: pd.DataFrame,
+    out: Path,
+    differ: Mapping[str, list[str]],
+    stem: str,
+    plots: bool = True,
 ) -> list[Path]:
-    """<stem>.md, <stem>.json, <stem>_per_query.parquet and plots/ under `out`."""
+    """<stem>.md, <stem>.json, <stem>_per_query.parquet and (optionally) plots/ under `out`."""
     payload: dict[str, Any] = {**comparison.to_json(), "differing_axes": dict(differ)}
     write_json(out / f"{stem}.json", payload)
     write_text(out / f"{stem}.md", comparison.markdown())
     comparison.per_query.to_parquet(out / f"{stem}_per_query.parquet", index=False)
-    return [out / f"{stem}.json", out / f"{stem}.md", *make_plots(comparison, per_question, out / "plots")]
+    files = [out / f"{stem}.json", out / f"{stem}.md"]
+    return files + (make_plots(comparison, per_question, out / "plots") if plots else [])
 
 
 def make_plots(comparison: Comparison, per_question: pd.DataFrame, folder: Path) -> list[Path]:
@@ -130,7 +136,8 @@ def attach_family_comparison(
     comparison, differ = run_comparison(
         result.per_question, result.info["fingerprints"], family.baseline, metrics, settings_of(cfg), family
     )
-    files = write_outputs(comparison, result.per_question, out, differ, stem)
+    plots = bool((cfg.get("comparison") or {}).get("plots", True))
+    files = write_outputs(comparison, result.per_question, out, differ, stem, plots)
     if result.mlflow_run_id:
         log_to_run(cfg, result.mlflow_run_id, comparison, files, stem)
     return comparison
