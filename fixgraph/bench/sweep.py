@@ -19,6 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from fixgraph.config import to_dict
 from fixgraph.experiment.fastpath import FusionFastPath, TrialScorer
 from fixgraph.experiment.sweep import load_context, run_sweep
 from fixgraph.experiment.sweep_spec import build_sweep
@@ -28,7 +29,7 @@ PEER_TRIALS = 3
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    cfg = OmegaConf.create(to_dict(cfg))
     spec = build_sweep(cfg.sweep)
     with tempfile.TemporaryDirectory(prefix="fixgraph-bench-sweep-") as tmp:
         cfg.tracking.uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
