@@ -10,6 +10,8 @@
 - MLflow: one parent run per study (its id kept in the study), one child run per completed trial.
 - Each trial's parameter set is evaluated once: a trial whose parameters an earlier (or running,
   lower-numbered) trial already has is pruned and marked `duplicate_of`, before and after scoring.
+  With several workers, a trial that would exceed n_trials (complete + running lower-numbered ones)
+  is pruned as `over_budget`, so the study ends with exactly n_trials complete trials.
 """
 
 from __future__ import annotations
@@ -67,10 +69,17 @@ def default_storage(cfg: DictConfig) -> str:
     return f"sqlite:///{(folder / 'optuna.db').resolve()}"
 
 
+def driver_url(url: str) -> str:
+    """SQLAlchemy 2.1 maps postgresql:// to psycopg 3; we ship psycopg2-binary, so name it explicitly."""
+    return "postgresql+psycopg2://" + url[len("postgresql://") :] if url.startswith("postgresql://") else url
+
+
 def open_storage(url: str) -> Any:
     import warnings
 
     import optuna
+
+    url = driver_url(url)
 
     # heartbeats let a restarted sweep fail the trials a killed worker left RUNNING
     with warnings.catch_warnings():
@@ -172,6 +181,17 @@ def _duplicate_of(study: Any, trial: Any, params: dict[str, Any]) -> int | None:
     return None
 
 
+def _over_budget(study: Any, trial: Any, n_trials: int) -> bool:
+    """Complete trials plus running lower-numbered ones already fill the budget (parallel workers)."""
+    from optuna.trial import TrialState
+
+    taken = sum(
+        t.state == TrialState.COMPLETE or (t.state == TrialState.RUNNING and t.number < trial.number)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    )
+    return taken >= n_trials
+
+
 def _log_trial(experiment_id: str, parent: str, study: str, trial: Any, metrics: dict[str, float], path: str) -> str:
     import mlflow
 
@@ -220,6 +240,10 @@ def work(
 
     def objective(trial: Any) -> float:
         params = {p.key: p.suggest(trial) for p in spec.params}
+        if _over_budget(study, trial, n_trials):
+            trial.set_user_attr("over_budget", True)
+            study.stop()
+            raise optuna.TrialPruned("the study already has its trials")
         duplicate = _duplicate_of(study, trial, params)
         if duplicate is None:
             per_question = scorer.score(params)
@@ -232,6 +256,7 @@ def work(
             trial.set_user_attr("duplicate_of", duplicate)
             raise optuna.TrialPruned(f"parameters of trial {duplicate}")
         trial.set_user_attr("scoring_path", scorer.path_name)
+        trial.set_user_attr("worker", worker)
         if parent:
             run_id = _log_trial(experiment_id, parent, study_name, trial, means, scorer.path_name)
             trial.set_user_attr("mlflow_run_id", run_id)
@@ -277,13 +302,15 @@ def run_sweep(
     started = time.perf_counter()
     if not join:
         prepare_study(cfg, spec, name, url, track)
-    elif spec_digest(cfg, spec) != optuna.load_study(study_name=name, storage=url).user_attrs.get(SPEC_ATTR):
+    elif spec_digest(cfg, spec) != optuna.load_study(study_name=name, storage=open_storage(url)).user_attrs.get(
+        SPEC_ATTR
+    ):
         raise SweepError(f"study {name!r} does not exist or was recorded for another config; cannot join it")
     if workers > 1 and not join:
         _spawn_workers(cfg, name, url, n_trials, sampler, workers, fast_path)
     else:
         work(cfg, spec, name, url, n_trials, sampler, 0 if not join else _worker_index(), fast_path, track)
-    final = optuna.load_study(study_name=name, storage=url)
+    final = optuna.load_study(study_name=name, storage=open_storage(url))
     trials_all = final.get_trials(deepcopy=False)
     complete = [t for t in trials_all if t.state == TrialState.COMPLETE]
     best = final.best_trial if complete else None
@@ -291,7 +318,7 @@ def run_sweep(
         study=name,
         storage=url.split("@")[-1],
         complete=len(complete),
-        pruned=sum(t.state == TrialState.PRUNED for t in trials_all),
+        pruned=sum(t.state == TrialState.PRUNED and "duplicate_of" in t.user_attrs for t in trials_all),
         failed=sum(t.state == TrialState.FAIL for t in trials_all),
         best_value=None if best is None or best.value is None else float(best.value),
         best_params={} if best is None else dict(best.params),
