@@ -80,5 +80,6 @@ def record(path: Path, metrics: list[str] | None = None) -> dict[str, dict[str, 
         system: {m: round(v, 12) for m, v in ms.items() if keep is None or m in keep} for system, ms in actual.items()
     }
     spec["recorded"] = {"git_sha": git_state()["git_sha"]}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(True) if line.startswith("#"))
+    path.write_text(header + yaml.safe_dump(spec, sort_keys=False, width=110), encoding="utf-8")
     return spec["expected"]

@@ -56,14 +56,16 @@ def test_fetched_snapshot_matches_data_dvc(project: Path) -> None:
 
 def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> None:
     first = sh(project, "dvc", "repro")
-    for stage in ("ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"):
+    for stage in ("split", "ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"):
         assert f"Running stage '{stage}'" in first.stdout
     table = (project / "artifacts/eval/gnome_help/dev/table.md").read_text()
     for system in ("bm25", "dense", "hybrid"):
         assert f"| {system} " in table
     info = json.loads((project / "artifacts/eval/gnome_help/dev/info.json").read_text())
     assert info["gold_coverage"] >= 0.98
-    assert info["questions"] == 115
+    assert info["questions"] == 80  # the dev part of the frozen split (35 test questions stay locked)
+    comparison = json.loads((project / "artifacts/eval/gnome_help/dev/comparison.json").read_text())
+    assert comparison["baseline"] == "bm25" and len(comparison["rows"]) == 15
 
     second = sh(project, "dvc", "repro")
     assert "Running stage" not in second.stdout
@@ -73,6 +75,12 @@ def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> 
     ran = {line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")}
     assert ran == {"index@bm25", "evaluate"}
     assert "evaluate" in sh(project, "dvc", "dag").stdout
+
+
+def test_bm25_still_scores_what_it_scored(project: Path) -> None:
+    """The GNOME Help expected-score file (BM25, no model: exact) still holds."""
+    done = sh(project, "fixgraph", "expected", "check", "benchmarks/expected/gnome-help-dev-bm25.yaml")
+    assert "gnome-help-dev-bm25.yaml: ok" in done.stdout
 
 
 def _free_port() -> int:
