@@ -147,5 +147,7 @@ def attach_comparison(cfg: DictConfig, result: EvaluationResult, baseline: str) 
     """The runner's comparison: the family is every other system on `comparison.family_metrics`."""
     from fixgraph.experiment.evaluate import headline_metrics
 
-    family = Family.declare(baseline, result.info["systems"], family_metrics(cfg))
-    return attach_family_comparison(cfg, result, family, headline_metrics(cfg), result.output_dir, "comparison")
+    declared = family_metrics(cfg)
+    family = Family.declare(baseline, result.info["systems"], declared)
+    metrics = list(dict.fromkeys([*declared, *headline_metrics(cfg)]))  # the family's metrics come first
+    return attach_family_comparison(cfg, result, family, metrics, result.output_dir, "comparison")

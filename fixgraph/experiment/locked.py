@@ -131,8 +131,9 @@ def record_finalists(
     cfg = OmegaConf.create(resolved)
     metrics = family_metrics or [str(m) for m in cfg.comparison.family_metrics]
     family = Family.declare(baseline, chosen, metrics)
+    reported = list(dict.fromkeys([*metrics, *headline_metrics(cfg)]))  # family metrics first
     result = evaluate(cfg, name=f"finalists-{study}", track=track)
-    comparison = attach_family_comparison(cfg, result, family, headline_metrics(cfg), result.output_dir, "comparison")
+    comparison = attach_family_comparison(cfg, result, family, reported, result.output_dir, "comparison")
     split_file = read_split_file(Path(str(split.file)))
     record = _with_digest(
         {
@@ -142,7 +143,7 @@ def record_finalists(
             "baseline": baseline,
             "finalists": finalists,
             "family": family.to_dict(),
-            "metrics": headline_metrics(cfg),
+            "metrics": reported,
             "split": {"file": str(split.file), "digest": split_file.digest, "test_ids": split_file.ids("test")},
             "config": OmegaConf.to_container(cfg, resolve=True),
             "dev_evidence": {

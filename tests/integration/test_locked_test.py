@@ -84,7 +84,10 @@ def test_locked_test_runs_once_then_needs_a_recorded_reason(protocol_config: Cal
 
 def test_tampering_is_detected(protocol_config: Callable[..., DictConfig], tmp_path: Path) -> None:
     cfg = protocol_config(["tracking.enabled=false"])
-    path, _ = record_finalists(cfg, "study2", ["dense"])
+    path, _ = record_finalists(cfg, "study2", ["dense"], family_metrics=["precision_at_5"])
+    record = read_finalists(StudyPaths.of(cfg, "study2"))
+    assert record["family"]["hypotheses"] == [["dense", "precision_at_5"]]
+    assert record["metrics"][0] == "precision_at_5" and "recall_at_8" in record["metrics"]
     # 1. finalists.yaml edited after recording (here: the family quietly narrowed)
     original = path.read_text()
     record = yaml.safe_load(original)
