@@ -154,7 +154,9 @@ def paired_matrix(per_question: pd.DataFrame, metric: str, systems: Sequence[str
             f"{metric}: questions are not paired across systems ({len(holes)} lack a value, "
             f"e.g. {example!r} for {', '.join(absent)})"
         )
-    wide = wide.sort_index()
+    # the questions in the order the table lists them: the same bootstrap resamples as report.summarise,
+    # so a system's CI here equals the one in the evaluation's table
+    wide = wide.loc[[q for q in dict.fromkeys(per_question["qid"]) if q in wide.index]]
     return [str(q) for q in wide.index], wide.to_numpy(dtype=float).T
 
 

@@ -107,3 +107,17 @@ def test_unpaired_questions_are_refused(table: pd.DataFrame) -> None:
         compare(table, ["mrr"], "nope")
     with pytest.raises(ComparisonError, match="unknown metric"):
         compare(table, ["ndcg"], "bm25")
+
+
+def test_system_cis_equal_the_evaluation_table(table: pd.DataFrame) -> None:
+    """The comparison's per-system CI is the one report.summarise prints (same questions, same order)."""
+    from fixgraph.evaluation.stats import bootstrap_mean
+
+    shuffled = table.sample(frac=1.0, random_state=3)  # any row order: questions follow first appearance
+    report = compare(shuffled, ["mrr"], "bm25", settings=ComparisonSettings(resamples=300, permutations=99))
+    for system in ("bm25", "dense"):
+        order = list(dict.fromkeys(shuffled["qid"]))
+        values = shuffled[shuffled["system"] == system].set_index("qid").loc[order, "mrr"].to_numpy()
+        est = bootstrap_mean(values, resamples=300, confidence=0.95, seed=0)
+        row = report.row(system, "mrr")
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((est.low, est.high), abs=1e-12)
