@@ -33,10 +33,10 @@ def _scipy_paired_p(x: np.ndarray, y: np.ndarray, permutations: int, seed: int) 
 
 
 @pytest.mark.parametrize("kind", ["continuous", "binary", "graded"])
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_permutation_p_values_match_scipy(kind: str, seed: int) -> None:
     rng = np.random.default_rng(100 + seed)
-    n, rows = 60, 4
+    n, rows = 60, 3
     if kind == "continuous":
         x, y = rng.random((rows, n)), rng.random((rows, n))
     elif kind == "binary":
