@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -85,14 +86,10 @@ def read_finalists(paths: StudyPaths) -> dict[str, Any]:
 def attempts(paths: StudyPaths) -> list[dict[str, Any]]:
     if not paths.log.exists():
         return []
-    import json
-
     return [json.loads(line) for line in paths.log.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _append_log(paths: StudyPaths, entry: dict[str, Any]) -> None:
-    import json
-
     paths.root.mkdir(parents=True, exist_ok=True)
     with open(paths.log, "a", encoding="utf-8") as fh:  # append-only: earlier attempts are never rewritten
         fh.write(json.dumps(entry, sort_keys=True) + "\n")

@@ -108,3 +108,23 @@ def test_tampering_is_detected(protocol_config: Callable[..., DictConfig], tmp_p
     with pytest.raises(SplitError, match=rf"test question '{victim}' was edited"):
         run_test(cfg, "study2")
     assert not [a for a in attempts(StudyPaths.of(cfg, "study2")) if a["status"] == "completed"]
+
+
+def test_cli_names_the_missing_step_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import CONF
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fixgraph.cli", "test", "--study", "nope"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"FIXGRAPH_CONFIG_DIR": str(CONF), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("fixgraph test: error: experiments/nope/finalists.yaml not found")
+    assert "Traceback" not in done.stderr
