@@ -169,11 +169,18 @@ def prepare_study(cfg: DictConfig, spec: SweepSpec, study_name: str, storage_url
     return study
 
 
-def _duplicate_of(study: Any, trial: Any, params: dict[str, Any]) -> int | None:
+def _claims(study: Any) -> list[Any]:
+    """Trials that hold a parameter set or a place in the budget: complete and running ones."""
+    from optuna.trial import TrialState
+
+    return list(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)))
+
+
+def _duplicate_of(claims: list[Any], trial: Any, params: dict[str, Any]) -> int | None:
     """An earlier claim on the same parameters: a complete trial, or a running one with a lower number."""
     from optuna.trial import TrialState
 
-    for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+    for other in claims:
         if other.number == trial.number or other.params != params:
             continue
         if other.state == TrialState.COMPLETE or other.number < trial.number:
@@ -181,14 +188,11 @@ def _duplicate_of(study: Any, trial: Any, params: dict[str, Any]) -> int | None:
     return None
 
 
-def _over_budget(study: Any, trial: Any, n_trials: int) -> bool:
+def _over_budget(claims: list[Any], trial: Any, n_trials: int) -> bool:
     """Complete trials plus running lower-numbered ones already fill the budget (parallel workers)."""
     from optuna.trial import TrialState
 
-    taken = sum(
-        t.state == TrialState.COMPLETE or (t.state == TrialState.RUNNING and t.number < trial.number)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    )
+    taken = sum(t.state == TrialState.COMPLETE or t.number < trial.number for t in claims if t.number != trial.number)
     return taken >= n_trials
 
 
@@ -250,18 +254,19 @@ def work(
 
     def objective(trial: Any) -> float:
         params = {p.key: p.suggest(trial) for p in spec.params}
-        if _over_budget(study, trial, n_trials):
+        claims = _claims(study)
+        if _over_budget(claims, trial, n_trials):
             trial.set_user_attr("over_budget", True)
             study.stop()
             raise optuna.TrialPruned("the study already has its trials")
-        duplicate = _duplicate_of(study, trial, params)
+        duplicate = _duplicate_of(claims, trial, params)
         if duplicate is None:
             per_question = scorer.score(params)
             scored = per_question[per_question["scored"].astype(bool)]
             if spec.objective not in scored.columns:
                 raise SweepError(f"objective {spec.objective!r} is not a metric; have {', '.join(scored.columns)}")
             means = {m: float(scored[m].mean()) for m in metrics_wanted if m in scored.columns}
-            duplicate = _duplicate_of(study, trial, params)  # a claim that arrived while we were scoring
+            duplicate = _duplicate_of(_claims(study), trial, params)  # a claim that arrived while scoring
         if duplicate is not None:
             trial.set_user_attr("duplicate_of", duplicate)
             raise optuna.TrialPruned(f"parameters of trial {duplicate}")

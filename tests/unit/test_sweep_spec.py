@@ -45,3 +45,24 @@ def test_samplers_and_suggestions() -> None:
         build_sweep({**BASE, "space": {"x": {"type": "int", "low": 1, "high": 2}}, "sampler": "cmaes"})
     with pytest.raises(SweepError, match="empty search space"):
         build_sweep({**BASE, "space": {}})
+
+
+def test_duplicate_and_budget_rules_by_hand() -> None:
+    from types import SimpleNamespace
+
+    from optuna.trial import TrialState
+
+    from fixgraph.experiment.sweep import _duplicate_of, _over_budget
+
+    def t(number: int, state: TrialState, **params: int) -> SimpleNamespace:
+        return SimpleNamespace(number=number, state=state, params=params)
+
+    claims = [t(0, TrialState.COMPLETE, k=1), t(3, TrialState.RUNNING, k=2), t(5, TrialState.RUNNING, k=3)]
+    me = t(4, TrialState.RUNNING, k=2)
+    assert _duplicate_of(claims, me, {"k": 1}) == 0  # a complete trial has it
+    assert _duplicate_of(claims, me, {"k": 2}) == 3  # a lower-numbered running trial claimed it first
+    assert _duplicate_of(claims, me, {"k": 3}) is None  # trial 5 came later: it is the one to yield
+    assert _duplicate_of(claims, me, {"k": 9}) is None
+    # budget: complete 0 + running lower 3 = 2 taken before trial 4 (trial 5 does not count)
+    assert not _over_budget([*claims, me], me, 3)
+    assert _over_budget([*claims, me], me, 2)
