@@ -114,10 +114,11 @@ def compare_runs(
     if base not in labels:
         raise ComparisonError(f"baseline {base!r} is not among {', '.join(labels)}")
     table = pd.concat([s.per_question for s in sides], ignore_index=True)
+    fingerprints = {s.label: s.fingerprint for s in sides}
     wanted = list(metrics or [m for m in headline_metrics(cfg) if m in table.columns])
     comparison, differ = run_comparison(
         table,
-        {s.label: s.fingerprint for s in sides},
+        fingerprints,
         base,
         wanted,
         settings_of(cfg),
@@ -126,7 +127,7 @@ def compare_runs(
     )
     folder = output or Path(tempfile.mkdtemp(prefix="fixgraph-compare-"))
     folder.mkdir(parents=True, exist_ok=True)
-    files = write_outputs(comparison, table, folder, differ, "comparison")
+    files = write_outputs(comparison, table, folder, differ, "comparison", fingerprints=fingerprints)
     confounds = {label: [a for a in axes if a != axis] for label, axes in differ.items() if axis}
     lines = [comparison.markdown()]
     for label, axes in differ.items():

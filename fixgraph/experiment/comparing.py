@@ -80,9 +80,17 @@ def write_outputs(
     differ: Mapping[str, list[str]],
     stem: str,
     plots: bool = True,
+    fingerprints: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Path]:
-    """<stem>.md, <stem>.json, <stem>_per_query.parquet and (optionally) plots/ under `out`."""
-    payload: dict[str, Any] = {**comparison.to_json(), "differing_axes": dict(differ)}
+    """<stem>.md, <stem>.json, <stem>_per_query.parquet and (optionally) plots/ under `out`.
+
+    The JSON records each side's input fingerprint and the axes it differs on from the baseline.
+    """
+    payload: dict[str, Any] = {
+        **comparison.to_json(),
+        "differing_axes": dict(differ),
+        "fingerprints": {s: dict((fingerprints or {}).get(s, {})) for s in comparison.systems},
+    }
     write_json(out / f"{stem}.json", payload)
     write_text(out / f"{stem}.md", comparison.markdown())
     comparison.per_query.to_parquet(out / f"{stem}_per_query.parquet", index=False)
@@ -137,7 +145,7 @@ def attach_family_comparison(
         result.per_question, result.info["fingerprints"], family.baseline, metrics, settings_of(cfg), family
     )
     plots = bool((cfg.get("comparison") or {}).get("plots", True))
-    files = write_outputs(comparison, result.per_question, out, differ, stem, plots)
+    files = write_outputs(comparison, result.per_question, out, differ, stem, plots, result.info["fingerprints"])
     if result.mlflow_run_id:
         log_to_run(cfg, result.mlflow_run_id, comparison, files, stem)
     return comparison

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +42,11 @@ def test_compare_runs_guards_and_logs(protocol_config: Callable[..., DictConfig]
         "recall_at_k.png",
         "recall_at_8_by_qtype.png",
     }
+    recorded = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    sides = list(recorded["fingerprints"].values())
+    assert len(sides) == 2 and sides[0]["retriever"] != sides[1]["retriever"]
+    assert sides[0]["questions"] == sides[1]["questions"] and sides[0]["chunks"] == sides[1]["chunks"]
+    assert list(recorded["differing_axes"].values()) == [["retriever"]]
     run_id = out.split("MLflow run ")[1].split()[0]
     mlflow.set_tracking_uri(str(cfg.tracking.uri))
     run = mlflow.get_run(run_id)

@@ -83,6 +83,24 @@ def test_bm25_still_scores_what_it_scored(project: Path) -> None:
     assert "gnome-help-dev-bm25.yaml: ok" in done.stdout
 
 
+def test_sweep_of_50_trials_on_dev_shows_as_parent_with_children(project: Path) -> None:
+    """`fixgraph sweep` on the GNOME Help dev questions: one MLflow parent, one child per trial."""
+    if not (project / "artifacts/indexes/gnome_help/hybrid").exists():
+        sh(project, "dvc", "repro")
+    done = sh(project, "fixgraph", "sweep", "--trials", "50", "--study", "slow-suite")
+    assert "50 complete" in done.stdout and "scored via rrf_fusion" in done.stdout
+    parent = done.stdout.split("MLflow parent run ")[1].split(";")[0]
+    query = (
+        "import json, mlflow; mlflow.set_tracking_uri('sqlite:///mlflow.db'); "
+        f"p = mlflow.get_run('{parent}'); "
+        "c = mlflow.search_runs([p.info.experiment_id], "
+        f"filter_string=\"tags.mlflow.parentRunId = '{parent}'\", output_format='list', max_results=500); "
+        "print(json.dumps([p.data.tags['stage'], len(c), sorted({r.data.tags['stage'] for r in c})]))"
+    )
+    stage, children, child_stages = json.loads(sh(project, str(BIN / "python"), "-c", query).stdout.splitlines()[-1])
+    assert (stage, children, child_stages) == ("sweep", 50, ["sweep_trial"])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
