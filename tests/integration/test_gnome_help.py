@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,19 +122,25 @@ def test_mlflow_ui_lists_runs_with_params_metrics_artifacts(project: Path) -> No
             "127.0.0.1",
             "--port",
             str(port),
+            "--workers",
+            "1",
         ],
         cwd=project,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(120):
+        deadline = time.monotonic() + 300  # ~10 s on an idle machine; much longer on a loaded one
+        while True:
+            assert server.poll() is None, "mlflow server exited"
             try:
-                urllib.request.urlopen(f"{base}/health", timeout=1)
+                urllib.request.urlopen(f"{base}/health", timeout=5)
                 break
             except OSError:
-                time.sleep(0.5)
+                assert time.monotonic() < deadline, "mlflow server did not answer within 300 s"
+                time.sleep(1)
         request = urllib.request.Request(
             f"{base}/api/2.0/mlflow/experiments/search",
             data=json.dumps({"max_results": 10}).encode(),
@@ -158,5 +165,9 @@ def test_mlflow_ui_lists_runs_with_params_metrics_artifacts(project: Path) -> No
         )
         assert any(f["path"] == "per_question.csv" for f in artifacts.get("files", []))
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        os.killpg(server.pid, signal.SIGTERM)  # the server's workers are in its process group
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
