@@ -35,9 +35,7 @@ Engine = Literal["fast", "scipy"]
 _TIE_TOLERANCE = float(np.finfo(np.float64).eps) * 100
 
 
-def bootstrap_means(
-    rows: np.ndarray, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> list[Estimate]:
+def bootstrap_means(rows: np.ndarray, resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> list[Estimate]:
     """Mean with a bootstrap CI for each row of a 2-D array (rows: samples, columns: paired questions).
 
     One scipy call per row, not one batched call: scipy resamples the same indices for every row of a
