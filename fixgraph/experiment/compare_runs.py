@@ -34,6 +34,9 @@ class Side:
 
 
 def _client(cfg: DictConfig) -> Any:
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per run is noise
     import mlflow
 
     from fixgraph.experiment.tracking import setup
