@@ -33,8 +33,9 @@ from fixgraph.evaluation.protocol_errors import SweepError
 from fixgraph.evaluation.splits import build_split
 from fixgraph.evaluation.splitting import read_split_file
 from fixgraph.experiment.fastpath import SweepContext, TrialScorer, choose_fast_path
+from fixgraph.experiment.sweep_mlflow import create_parent_run, log_trial, record
 from fixgraph.experiment.sweep_spec import SweepSpec, build_sweep
-from fixgraph.io import stable_hash, write_json
+from fixgraph.io import stable_hash
 
 log = logging.getLogger(__name__)
 PARENT_ATTR = "mlflow_parent_run_id"
@@ -123,27 +124,6 @@ def load_context(cfg: DictConfig, spec: SweepSpec, cache_dir: Path) -> SweepCont
     return SweepContext(cfg, spec.system, systems_of(cfg)[spec.system], questions, chunks, mapping, cache_dir)
 
 
-def _create_parent_run(cfg: DictConfig, spec: SweepSpec, study: str, storage: str, digest: str) -> str:
-    import mlflow
-
-    from fixgraph.experiment.tracking import flatten, git_state, setup
-
-    experiment_id = setup(cfg)
-    with mlflow.start_run(experiment_id=experiment_id, run_name=f"sweep {study}") as run:
-        mlflow.set_tags({**git_state(), "stage": "sweep", "study": study, "sweep": spec.name, "system": spec.system})
-        mlflow.log_params(
-            {
-                "storage": storage.split("@")[-1],  # never a password
-                "spec_digest": digest,
-                "objective": spec.objective,
-                "direction": spec.direction,
-                **flatten(spec.describe()["space"], "space."),
-                **flatten(to_dict(systems_of(cfg)[spec.system]), "base."),
-            }
-        )
-        return str(run.info.run_id)
-
-
 def prepare_study(cfg: DictConfig, spec: SweepSpec, study_name: str, storage_url: str, track: bool) -> Any:
     """Create (or reopen, if recorded for the same spec) the study and its MLflow parent run."""
     import optuna
@@ -165,7 +145,7 @@ def prepare_study(cfg: DictConfig, spec: SweepSpec, study_name: str, storage_url
             "objective, split or base config; resume it with that config or choose another --study"
         )
     if track and PARENT_ATTR not in study.user_attrs:
-        study.set_user_attr(PARENT_ATTR, _create_parent_run(cfg, spec, study_name, storage_url, digest))
+        study.set_user_attr(PARENT_ATTR, create_parent_run(cfg, spec, study_name, storage_url, digest))
     return study
 
 
@@ -194,28 +174,6 @@ def _over_budget(claims: list[Any], trial: Any, n_trials: int) -> bool:
 
     taken = sum(t.state == TrialState.COMPLETE or t.number < trial.number for t in claims if t.number != trial.number)
     return taken >= n_trials
-
-
-def _log_trial(experiment_id: str, parent: str, study: str, trial: Any, metrics: dict[str, float], path: str) -> str:
-    """One child run per trial, written in three store calls (create, one batch, terminate)."""
-    import time as _time
-
-    import mlflow
-    from mlflow.entities import Metric, Param
-
-    client = mlflow.MlflowClient()
-    tags = {"stage": "sweep_trial", "study": study, "trial": str(trial.number), "scoring_path": path}
-    run = client.create_run(
-        experiment_id, run_name=f"trial {trial.number}", tags={**tags, "mlflow.parentRunId": parent}
-    )
-    now = int(_time.time() * 1000)
-    client.log_batch(
-        run.info.run_id,
-        metrics=[Metric(key, value, now, 0) for key, value in metrics.items()],
-        params=[Param(key, str(value)) for key, value in trial.params.items()],
-    )
-    client.set_terminated(run.info.run_id)
-    return str(run.info.run_id)
 
 
 def work(
@@ -273,7 +231,7 @@ def work(
         trial.set_user_attr("scoring_path", scorer.path_name)
         trial.set_user_attr("worker", worker)
         if parent:
-            run_id = _log_trial(experiment_id, parent, study_name, trial, means, scorer.path_name)
+            run_id = log_trial(experiment_id, parent, study_name, trial, means, scorer.path_name)
             trial.set_user_attr("mlflow_run_id", run_id)
         value = means[spec.objective]
         return value if math.isfinite(value) else 0.0
@@ -322,6 +280,11 @@ def run_sweep(
     ):
         raise SweepError(f"study {name!r} does not exist or was recorded for another config; cannot join it")
     if workers > 1 and not join:
+        # build stages and the fast path's cache here, once: workers racing to build them would collide
+        context = load_context(cfg, spec, Path(str(cfg.paths.artifacts)) / "sweeps" / name)
+        path = choose_fast_path(context, spec.keys, fast_path)
+        if path is not None:
+            path.prepare(context, spec.params)
         _spawn_workers(cfg, name, url, n_trials, sampler, workers, fast_path)
     else:
         work(cfg, spec, name, url, n_trials, sampler, 0 if not join else _worker_index(), fast_path, track)
@@ -342,7 +305,7 @@ def run_sweep(
         seconds=time.perf_counter() - started,
     )
     if not join:
-        _record(cfg, final, summary)
+        record(cfg, final, summary)
     return summary
 
 
@@ -370,27 +333,3 @@ def _spawn_workers(
     codes = [p.wait() for p in procs]
     if any(codes):
         raise SweepError(f"sweep workers exited with {codes}")
-
-
-def _record(cfg: DictConfig, study: Any, summary: SweepSummary) -> None:
-    """trials.csv + summary.json under artifacts/sweeps/<study>/, and both on the MLflow parent run."""
-    folder = Path(str(cfg.paths.artifacts)) / "sweeps" / summary.study
-    folder.mkdir(parents=True, exist_ok=True)
-    study.trials_dataframe(attrs=("number", "value", "params", "state", "user_attrs")).to_csv(
-        folder / "trials.csv", index=False
-    )
-    write_json(folder / "summary.json", summary.__dict__)
-    if summary.parent_run_id and bool(cfg.tracking.enabled):
-        import mlflow
-
-        from fixgraph.experiment.tracking import setup
-
-        setup(cfg)
-        with mlflow.start_run(run_id=summary.parent_run_id):
-            if summary.best_value is not None:
-                mlflow.log_metrics(
-                    {"best_value": summary.best_value, "complete_trials": summary.complete, "pruned": summary.pruned}
-                )
-                mlflow.set_tags({f"best.{k}": str(v) for k, v in summary.best_params.items()})
-            mlflow.log_artifact(str(folder / "trials.csv"))
-            mlflow.log_artifact(str(folder / "summary.json"))
