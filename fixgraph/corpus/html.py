@@ -272,7 +272,9 @@ def render_article(
     article = select_first(root, options.article)
     if article is None:
         raise HtmlError(f"{where}: no article body (none of the selectors {list(options.article)} matches)")
-    title_elem = select_first(article, options.title) or select_first(root, options.title)
+    title_elem = select_first(article, options.title)
+    if title_elem is None:
+        title_elem = select_first(root, options.title)
     title = element_text(title_elem) if title_elem is not None else ""
     if title:
         builder.block(title, "title")

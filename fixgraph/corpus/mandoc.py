@@ -77,11 +77,16 @@ def render_html(mandoc: Path, page: Path, cwd: Path) -> Rendered:
     skipped); 5 and up means mandoc could not run on it.
     """
     done = subprocess.run(
-        [str(mandoc), "-T", "html", "-O", "fragment", "-W", "error", str(page)],
+        [str(mandoc), "-T", "html", "-O", "fragment", "-W", "error", str(page.resolve())],
         cwd=cwd,
         capture_output=True,
         check=False,
         timeout=60,
     )
-    messages = [line.split(": ", 1)[-1] for line in done.stderr.decode("utf-8", "replace").splitlines() if line]
+    prefix = f"mandoc: {page.resolve()}:"
+    messages = [
+        line.removeprefix(prefix).strip()  # "546:2: UNSUPP: ignoring macro in table: BR ..."
+        for line in done.stderr.decode("utf-8", "replace").splitlines()
+        if line.strip() and "see above the output" not in line
+    ]
     return Rendered(done.stdout, messages, done.returncode)

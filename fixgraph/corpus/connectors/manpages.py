@@ -190,12 +190,23 @@ class ManPageCorpus:
                 reason = "; ".join(page.messages[:3]) or f"mandoc exit status {page.status}"
                 result.problems.append(Problem(rel, f"mandoc cannot render it: {reason}", "malformed"))
                 continue
-            for message in page.messages[:5]:
-                result.problems.append(Problem(rel, f"mandoc: {message}", "roff_error", "warning"))
+            try:
+                sources[path].decode("utf-8")
+            except UnicodeDecodeError as exc:  # mandoc reads such pages as ISO-8859-1: say so
+                reason = f"not UTF-8 ({exc.reason} at byte {exc.start}); mandoc read it as ISO-8859-1"
+                result.problems.append(Problem(rel, reason, "encoding", "warning"))
+            if page.messages:  # one warning per page: the page is kept, these parts may be incomplete
+                shown = "; ".join(page.messages[:3]) + (
+                    f" (+{len(page.messages) - 3} more)" if len(page.messages) > 3 else ""
+                )
+                result.problems.append(Problem(rel, f"mandoc: {shown}", "roff_error", "warning"))
             try:
                 doc = self.document(path, page.html, sources[path], info.get("version", ""))
             except HtmlError as exc:
                 result.problems.append(Problem(rel, str(exc), "malformed"))
+                continue
+            if len(doc.blocks) <= 1:  # nothing but the title we add ourselves
+                result.problems.append(Problem(rel, "page renders to no text", "empty"))
                 continue
             result.documents.append(doc)
         return result
