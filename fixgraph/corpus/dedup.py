@@ -36,8 +36,9 @@ class DedupConfig:
         if unknown:
             raise ValueError(f"corpus.dedup: unknown keys {sorted(unknown)}")
         config = cls(**fields)
-        if not 0 < config.threshold <= 1 or config.num_perm < 16 or config.shingle_words < 1:
-            raise ValueError("corpus.dedup: need 0 < threshold <= 1, num_perm >= 16, shingle_words >= 1")
+        # datasketch's LSH needs at least two bands, which rules out thresholds near 1
+        if not 0 < config.threshold <= 0.98 or config.num_perm < 16 or config.shingle_words < 1:
+            raise ValueError("corpus.dedup: need 0 < threshold <= 0.98, num_perm >= 16, shingle_words >= 1")
         return config
 
 

@@ -282,6 +282,8 @@ def rewrite_storage_format(root: etree._Element) -> None:
     """Turn Confluence macros into plain HTML: page links into <a>, code macros into <pre>."""
     for elem in list(root.iter()):
         tag = tag_of(elem)
+        if elem.getparent() is None:
+            continue  # the root, or inside a macro already rewritten
         if tag == "ac:link":
             page = next((c for c in elem if tag_of(c) == "ri:page"), None)
             body = next((c for c in elem if tag_of(c) in ("ac:plain-text-link-body", "ac:link-body")), None)
