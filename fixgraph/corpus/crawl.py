@@ -71,7 +71,11 @@ class Retryable(Exception):
 
 
 class RateLimiter:
-    """At most one request per `interval` seconds to each host."""
+    """At most one request per `interval` seconds to each host.
+
+    The interval counts from the end of the previous exchange (`done`), not its start, so two request
+    starts are always at least `interval` apart however long the server took to answer.
+    """
 
     def __init__(self, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
         self.clock = clock
@@ -83,6 +87,8 @@ class RateLimiter:
             delay = self.last[host] + interval - self.clock()
             if delay > 0:
                 self.sleep(delay)
+
+    def done(self, host: str) -> None:
         self.last[host] = self.clock()
 
 
@@ -144,9 +150,13 @@ class Fetcher:
         return backoff
 
     def _attempt(self, url: str, interval: float) -> httpx.Response:
-        self.limiter.wait(urlsplit(url).netloc, interval)
+        host = urlsplit(url).netloc
+        self.limiter.wait(host, interval)
         self.requests += 1
-        response = self.client.get(url, follow_redirects=False)
+        try:
+            response = self.client.get(url, follow_redirects=False)
+        finally:
+            self.limiter.done(host)
         if response.status_code in RETRY_STATUSES:
             raise Retryable(response.status_code, _retry_after(response), response)
         return response

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -17,10 +18,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fixgraph.corpus.connectors.scraper import SupportSiteCorpus, doc_id_for_url
-from fixgraph.corpus.crawl import CrawlPolicy
+from fixgraph.corpus.crawl import CrawlPolicy, Fetcher
+from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.models import Document
 from fixgraph.corpus.sources import ParseResult
 from fixgraph.io import tree_hash
@@ -35,6 +38,7 @@ class Site:
     port: int
     log: list[tuple[str, str, float]] = field(default_factory=list)  # (path, host header, time)
     hits: dict[str, int] = field(default_factory=dict)
+    robots_status: int = 200
 
     @property
     def base(self) -> str:
@@ -64,7 +68,9 @@ def make_handler(site: Site) -> type[BaseHTTPRequestHandler]:
             template = {"/robots.txt": "robots.txt", "/sitemap.xml": "sitemap.xml"}.get(path)
             if path == "/sitemap-guides.xml":
                 template = "sitemap-guides.xml"
-            if template:
+            if path == "/robots.txt" and site.robots_status != 200:
+                self.send(site.robots_status, b"no robots here")
+            elif template:
                 text = (SITE / template).read_text().replace("{base}", site.base)
                 self.send(200, text.encode(), {"Content-Type": "text/plain" if "robots" in path else "application/xml"})
             elif path in ("/guide/wifi", "/guide/printer", "/guide/no-article"):
@@ -156,8 +162,22 @@ def test_robots_txt_disallow_is_obeyed(crawled: tuple[Site, SupportSiteCorpus, P
 def test_requests_are_spaced_by_the_rate_limit(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
     site, _, _ = crawled
     times = [t for _, _, t in site.log]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) >= 12
-    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.1 - SLACK
+    # Server-side times jitter with thread scheduling on a busy machine (one late handler shortens the
+    # next gap), so check the whole span and the median here; the exact spacing is checked client-side.
+    assert times[-1] - times[0] >= 0.1 * len(gaps) - SLACK
+    assert statistics.median(gaps) >= 0.1 - SLACK
+
+
+def test_fetcher_never_sends_two_requests_closer_than_the_interval(site: Site) -> None:
+    sent: list[float] = []
+    client = httpx.Client(event_hooks={"request": [lambda _: sent.append(time.monotonic())]})
+    fetcher = Fetcher(CrawlPolicy(allowed_domains=("127.0.0.1",), min_interval_s=0.15, backoff_s=0.01), client=client)
+    for path in ("/guide/wifi", "/guide/old-wifi", "/guide/flaky", "/guide/missing", "/guide/printer"):
+        fetcher.get(f"{site.base}{path}")
+    assert len(sent) == 8  # robots, wifi, old-wifi + its redirect target, flaky twice, missing, printer
+    assert min(b - a for a, b in itertools.pairwise(sent)) >= 0.15
 
 
 def test_default_rate_is_one_request_per_second(site: Site, tmp_path: Path) -> None:
@@ -172,7 +192,8 @@ def test_default_rate_is_one_request_per_second(site: Site, tmp_path: Path) -> N
     source.fetch()
     times = [t for _, _, t in site.log]
     assert [p for p, _, _ in site.log] == ["/robots.txt", "/guide/wifi", "/guide/printer"]
-    assert min(b - a for a, b in itertools.pairwise(times)) >= 1.0 - SLACK
+    assert times[-1] - times[0] >= 2.0 - SLACK
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.5  # scheduling jitter is far below 0.5 s
 
 
 def test_http_errors_are_retried_with_backoff_then_reported(
@@ -233,6 +254,21 @@ def test_second_crawl_is_served_by_the_cache(site: Site, tmp_path: Path) -> None
     again = {p for p, _, _ in site.log[requested:]}
     assert again == {"/guide/broken"}  # only the server error (never cached) is asked again
     assert tree_hash(tmp_path / "one")[0] == tree_hash(tmp_path / "two")[0]  # deterministic snapshot
+
+
+def test_unreachable_robots_txt_disallows_everything(site: Site, tmp_path: Path) -> None:
+    site.robots_status = 503  # RFC 9309: a server error on robots.txt means complete disallow
+    with pytest.raises(FetchError, match=r"crawled 0 pages.*robots_disallowed"):
+        corpus(site, tmp_path, robots_sitemaps=False, follow_links=False).fetch()
+    assert [p for p, _, _ in site.log if p != "/robots.txt"] == []
+
+
+def test_missing_robots_txt_allows_everything(site: Site, tmp_path: Path) -> None:
+    site.robots_status = 404
+    source = corpus(site, tmp_path, robots_sitemaps=False, start_urls=[f"{site.base}/guide/printer"])
+    source.fetch()
+    assert "/private/secret" in site.hits  # linked from the printer page, allowed without robots rules
+    assert "127.0.0.1/private/secret" in {d.id for d in source.parse().documents}
 
 
 def test_allow_list_accepts_subdomains_only() -> None:

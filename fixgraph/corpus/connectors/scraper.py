@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from lxml import etree
 from fixgraph.corpus.builder import DocBuilder
 from fixgraph.corpus.connectors.folder import html_options
 from fixgraph.corpus.crawl import CrawlPolicy, Fetched, Fetcher
+from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem
 from fixgraph.corpus.html import HtmlError, HtmlOptions, parse_html, render_article, select_first
 from fixgraph.corpus.models import Document, Link
@@ -177,6 +178,12 @@ class SupportSiteCorpus:
                     if self.follow_links and "html" in fetched.content_type:
                         frontier.extend(self._links(fetched))
             log.append(entry)
+        if not pages:  # an empty snapshot would only hide the reason: say what happened to each URL
+            outcomes = Counter(e["outcome"] for e in log)
+            raise FetchError(
+                f"corpus {self.name!r}: crawled 0 pages ({fetcher.requests} requests); outcomes: {dict(outcomes)}; "
+                f"first: {[(e['url'], e.get('detail', e['outcome'])) for e in log[:3]]}"
+            )
         info = {
             "site": sorted(self.policy.allowed_domains),
             "sitemaps": self.sitemaps,
