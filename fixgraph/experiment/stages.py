@@ -133,7 +133,7 @@ def chunk(cfg: DictConfig) -> StageResult:
         chunks, incremental = chunk_incrementally(chunker, load_documents(cfg), chunk_cache(cfg))
         write_chunks(out / layout.chunks.name, chunks)
         tokens = [c.n_tokens for c in chunks]
-        return {
+        info = {
             "chunks": len(chunks),
             "tokens_total": sum(tokens),
             "tokens_median": statistics.median(tokens) if tokens else 0,
@@ -141,6 +141,18 @@ def chunk(cfg: DictConfig) -> StageResult:
             "corpus_hash": ingest_result.info.get("corpus_hash", ""),
             "incremental": incremental.as_dict(),
         }
+        # tokens counted by the chunker's tokenizer (the embedder's), next to what they were made from
+        write_json(
+            out / "manifest.json",
+            {
+                **info,
+                "corpus": str(cfg.corpus.name),
+                "documents_hash": sha256_file(layout.documents),
+                "chunks_hash": sha256_file(out / layout.chunks.name),
+                "chunker": to_dict(cfg.chunker),
+            },
+        )
+        return info
 
     return run_stage("chunk", layout.chunks_dir, key, produce)
 
