@@ -139,6 +139,7 @@ class Fetcher:
         self.limiter = RateLimiter(clock, sleep)
         self.sleep = sleep
         self.robots: dict[str, RobotFileParser | None] = {}  # origin -> rules (None: disallow all)
+        self.robots_errors: dict[str, str] = {}  # origin -> why its robots.txt could not be read
         self.requests = 0  # network requests made (not cache hits)
 
     # --- one HTTP exchange, with rate limit, retries and cache -------------------------------
@@ -190,16 +191,18 @@ class Fetcher:
             robots_url = f"{origin}/robots.txt"
             try:
                 status, _, body, _ = self.exchange(robots_url, self.policy.min_interval_s)
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
                 status, body = 599, b""
+                self.robots_errors[origin] = f"{type(exc).__name__}: {exc}"
             parser: RobotFileParser | None = RobotFileParser(robots_url)
             assert parser is not None
             if 200 <= status < 300:
                 parser.parse(body.decode("utf-8", "replace").splitlines())
             elif 400 <= status < 500:
                 parser.parse([])  # no robots.txt: everything is allowed
-            else:
-                parser = None  # server error: RFC 9309 says assume complete disallow
+            else:  # server error or unreachable: RFC 9309 says assume complete disallow
+                parser = None
+                self.robots_errors.setdefault(origin, f"HTTP {status}")
             self.robots[origin] = parser
         return self.robots[origin]
 
@@ -227,7 +230,9 @@ class Fetcher:
                 reason = f"{current} is not on an allowed domain"
                 return Fetched(url, current, 0, "off_domain", reason, redirects=redirects)
             if not self.can_fetch(current):
-                reason = f"robots.txt disallows {current}"
+                parts = urlsplit(current)
+                why = self.robots_errors.get(f"{parts.scheme}://{parts.netloc}")
+                reason = f"robots.txt disallows {current}" + (f" (robots.txt unreadable: {why})" if why else "")
                 return Fetched(url, current, 0, "robots_disallowed", reason, redirects=redirects)
             try:
                 status, headers, body, cached = self.exchange(current, self.interval(current))
