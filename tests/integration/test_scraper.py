@@ -75,6 +75,8 @@ def make_handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 self.send(200, text.encode(), {"Content-Type": "text/plain" if "robots" in path else "application/xml"})
             elif path in ("/guide/wifi", "/guide/printer", "/guide/no-article"):
                 self.send(200, (SITE / f"{path.lstrip('/')}.html").read_bytes())
+            elif path == "/guide/manual.pdf":
+                self.send(200, b"%PDF-1.4 fixture", {"Content-Type": "application/pdf"})
             elif path == "/guide/old-wifi":
                 self.send(301, headers={"Location": "/guide/wifi"})
             elif path == "/guide/moved-away":  # same server, other host name: not on the allow-list
@@ -224,6 +226,12 @@ def test_page_without_article_body_is_reported(crawled: tuple[Site, SupportSiteC
     problem = next(p for p in result.problems if p.path == "pages/127.0.0.1/guide/no-article.html")
     assert problem.kind == "no_article" and "#content" in problem.reason
     assert "127.0.0.1/guide/no-article" not in {d.id for d in result.documents}
+
+
+def test_non_html_response_is_listed_as_ignored(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    _, _, result = crawled
+    problem = next(p for p in result.problems if p.path == "pages/127.0.0.1/guide/manual.pdf.html")
+    assert (problem.kind, problem.action) == ("unsupported", "ignored") and "application/pdf" in problem.reason
 
 
 def test_article_parsed_by_selectors(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:

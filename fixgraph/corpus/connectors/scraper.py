@@ -175,7 +175,7 @@ class SupportSiteCorpus:
                 if doc_id not in pages:
                     pages[doc_id] = fetched.body
                     entry["file"] = f"pages/{doc_id}.html"
-                    if self.follow_links and "html" in fetched.content_type:
+                    if self.follow_links and "html" in (fetched.content_type or "text/html"):
                         frontier.extend(self._links(fetched))
             log.append(entry)
         if not pages:  # an empty snapshot would only hide the reason: say what happened to each URL
@@ -258,8 +258,11 @@ class SupportSiteCorpus:
                     result.aliases[doc_id_for_url(alias)] = entry["doc_id"]
             if "file" not in entry:
                 continue  # a second URL for a page already kept: recorded as an alias above
-            if "html" not in entry.get("content_type", "html"):
-                result.problems.append(Problem(where, f"not HTML ({entry['content_type']})", "unsupported", "ignored"))
+            content_type = entry.get("content_type") or "text/html"  # no header: assume HTML, as browsers do
+            if "html" not in content_type:
+                result.problems.append(
+                    Problem(entry["file"], f"{where}: not HTML ({content_type})", "unsupported", "ignored")
+                )
                 continue
             doc = self.document(entry, result.problems)
             if doc is not None:
