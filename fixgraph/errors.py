@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fixgraph.config import ConfigError
+from fixgraph.corpus.connectors.git_history import GitError
 from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.mallard import MallardError
 from fixgraph.corpus.sources import MissingCorpusError
@@ -15,6 +16,7 @@ from fixgraph.registry import UnknownOptionError
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
     FetchError,
+    GitError,
     MallardError,
     MissingCorpusError,
     GoldCoverageError,

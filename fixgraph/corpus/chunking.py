@@ -125,8 +125,13 @@ class StructuralChunker:
 
     def chunk(self, doc: Document) -> list[Chunk]:
         chunks: list[Chunk] = []
-        for _section, units in self.units(doc):
-            for ordinal, group in enumerate(pack_units(units, self.max_tokens, self.min_tokens)):
+        # ordinals count per section id, so a section whose blocks resume after a nested one still
+        # gets distinct chunk ids (Mallard never interleaves, so its ids are unchanged)
+        ordinals: dict[str, int] = {}
+        for section, units in self.units(doc):
+            for group in pack_units(units, self.max_tokens, self.min_tokens):
+                ordinal = ordinals.get(section, 0)
+                ordinals[section] = ordinal + 1
                 blocks = [b for u in group for b in u.blocks]
                 chunks.append(make_chunk(doc, blocks, ordinal, sum(u.tokens for u in group)))
         return chunks

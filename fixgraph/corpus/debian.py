@@ -7,6 +7,7 @@ it and two machines that fetch the same version get the same hash.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -26,13 +27,23 @@ class FetchError(RuntimeError):
 @dataclass(frozen=True)
 class DebianSource:
     package: str
-    version: str  # pinned version, e.g. "43.0-2"; "" accepts whatever apt offers
+    # pinned version, e.g. "43.0-2"; a glob ("3.46.4-2+deb12u*") accepts stable point releases, which
+    # replace the previous build on the mirrors; "" accepts whatever apt offers
+    version: str
     package_path: str  # folder inside the package, e.g. usr/share/help/C/gnome-help
     license: str = ""
 
     @property
     def installed_path(self) -> Path:
         return Path("/") / self.package_path
+
+
+def version_matches(version: str, spec: str) -> bool:
+    return not spec or fnmatch.fnmatchcase(version, spec)
+
+
+def _is_glob(spec: str) -> bool:
+    return any(c in spec for c in "*?[")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,7 +63,8 @@ def download_deb(source: DebianSource, dest: Path) -> Path:
     """`apt-get download` the package into `dest`; refresh empty package lists once if root."""
     if shutil.which("apt-get") is None:
         raise FetchError("apt-get not found: this connector needs a Debian-based machine")
-    spec = f"{source.package}={source.version}" if source.version else source.package
+    pinned = source.version and not _is_glob(source.version)
+    spec = f"{source.package}={source.version}" if pinned else source.package
     result = _run(["apt-get", "download", spec], cwd=dest)
     if result.returncode != 0 and os.geteuid() == 0:
         # A fresh machine has empty package lists; apt cannot locate anything until an update.
@@ -64,6 +76,9 @@ def download_deb(source: DebianSource, dest: Path) -> Path:
     debs = sorted(dest.glob(f"{source.package}_*.deb"))
     if not debs:
         raise FetchError(f"apt-get download {spec} produced no .deb in {dest}")
+    version = deb_version(debs[-1])
+    if not version_matches(version, source.version):
+        raise FetchError(f"{source.package}: apt offers version {version}, which does not match {source.version!r}")
     return debs[-1]
 
 
@@ -90,7 +105,7 @@ def fetch_debian_snapshot(source: DebianSource, dest: Path) -> dict[str, str]:
     """Fill `dest` with the package's pages; returns what was fetched and how."""
     info = {"package": source.package, "package_path": source.package_path, "license": source.license}
     version = installed_version(source.package)
-    if version is not None and source.installed_path.is_dir() and (not source.version or version == source.version):
+    if version is not None and source.installed_path.is_dir() and version_matches(version, source.version):
         copy_snapshot(source.installed_path, dest, {**info, "version": version})
         origin = str(source.installed_path)
     else:

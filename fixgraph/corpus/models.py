@@ -64,6 +64,10 @@ class Document(BaseModel):
     links: list[Link] = Field(default_factory=list)
     spans: list[InlineSpan] = Field(default_factory=list)
     content_hash: str = ""
+    # Source-specific facts that are not text (commit sha and date, ticket status, crawl URL...).
+    metadata: dict[str, str] = Field(default_factory=dict)
+    # Near-duplicates this (canonical) document absorbed at ingest: their ids (see corpus/dedup.py).
+    duplicates: list[str] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):

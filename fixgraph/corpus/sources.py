@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fixgraph.corpus.debian import DebianSource, fetch_debian_snapshot
+from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem, size_problem
 from fixgraph.corpus.mallard import MallardError, MallardOptions, collect_titles, parse_page
 from fixgraph.corpus.models import Document
 from fixgraph.io import read_json
@@ -17,10 +18,7 @@ class MissingCorpusError(FileNotFoundError):
     """The raw snapshot is not there; the message names the command that fetches it."""
 
 
-@dataclass
-class Problem:
-    path: str
-    reason: str
+__all__ = ["CORPORA", "CorpusSource", "MissingCorpusError", "ParseResult", "Problem", "build_corpus"]
 
 
 @dataclass
@@ -28,6 +26,10 @@ class ParseResult:
     documents: list[Document]
     problems: list[Problem] = field(default_factory=list)
     source_info: dict[str, Any] = field(default_factory=dict)
+    # snapshot files that are not pages but are used (XInclude targets, SOURCE.json): path -> role
+    resources: dict[str, str] = field(default_factory=dict)
+    # other names of documents (man page aliases, redirected URLs): alias id -> document id
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 class CorpusSource(Protocol):
@@ -65,9 +67,11 @@ class MallardCorpus:
         false_tokens: list[str] | None = None,
         true_tokens: list[str] | None = None,
         empty_link_text: str = "title",
+        max_bytes: int = DEFAULT_MAX_BYTES,
         **_: Any,
     ) -> None:
         self.name = name
+        self.max_bytes = max_bytes
         self.snapshot_dir = Path(snapshot_dir)
         self.package = DebianSource(package, version, package_path, license) if package else None
         self.options = MallardOptions(
@@ -103,18 +107,28 @@ class MallardCorpus:
         paths = sorted(self.snapshot_dir.glob("*.page"))
         titles = collect_titles(paths)
         result = ParseResult(documents=[], source_info=info)
+        for other in sorted(self.snapshot_dir.glob("*.xml")):
+            result.resources[other.name] = "XInclude target"
+        if (self.snapshot_dir / "SOURCE.json").exists():
+            result.resources["SOURCE.json"] = "snapshot provenance"
         seen: dict[str, str] = {}
         for path in paths:
+            too_big = size_problem(path, path.name, self.max_bytes)
+            if too_big is not None:
+                result.problems.append(too_big)
+                continue
             try:
                 doc = parse_page(path, self.snapshot_dir, self.name, titles, self.options, info.get("version", ""))
             except (MallardError, UnicodeDecodeError) as exc:
-                result.problems.append(Problem(path.name, str(exc)))
+                result.problems.append(Problem(path.name, str(exc), "malformed"))
                 continue
             if doc.id in seen:
-                result.problems.append(Problem(path.name, f"duplicate page id {doc.id!r} (also in {seen[doc.id]})"))
+                result.problems.append(
+                    Problem(path.name, f"duplicate page id {doc.id!r} (also in {seen[doc.id]})", "duplicate_id")
+                )
                 continue
             if not doc.text.strip():
-                result.problems.append(Problem(path.name, "page renders to no text"))
+                result.problems.append(Problem(path.name, "page renders to no text", "empty"))
                 continue
             seen[doc.id] = path.name
             result.documents.append(doc)
@@ -123,5 +137,6 @@ class MallardCorpus:
 
 def build_corpus(cfg: Any) -> CorpusSource:
     from fixgraph.config import build
+    from fixgraph.corpus import connectors  # noqa: F401  (registers the other connectors)
 
     return build(CORPORA, cfg)

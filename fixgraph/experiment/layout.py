@@ -30,6 +30,18 @@ class Layout:
         return self.corpus_dir / "manifest.json"
 
     @property
+    def problems(self) -> Path:
+        return self.corpus_dir / "problems.json"
+
+    @property
+    def link_graph(self) -> Path:
+        return self.corpus_dir / "links.parquet"
+
+    @property
+    def duplicates(self) -> Path:
+        return self.corpus_dir / "duplicates.json"
+
+    @property
     def chunks_dir(self) -> Path:
         return self.artifacts / "chunks" / self.corpus_name
 

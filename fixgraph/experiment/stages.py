@@ -18,7 +18,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fixgraph.config import build, to_dict
-from fixgraph.corpus.chunking import CHUNKERS, chunk_documents
+from fixgraph.corpus.chunking import CHUNKERS
+from fixgraph.corpus.dedup import DedupConfig, deduplicate
+from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
+from fixgraph.corpus.linkgraph import build_link_graph, write_link_graph
+from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.sources import build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
@@ -76,28 +80,32 @@ def ingest(cfg: DictConfig) -> StageResult:
 
     def produce(out: Path) -> dict[str, Any]:
         parsed = source.parse()
-        write_documents(out / layout.documents.name, parsed.documents)
-        write_json(out / "problems.json", [p.__dict__ for p in parsed.problems])
-        counts = {
-            "files": len(files),
-            "pages": len(parsed.documents) + len(parsed.problems),
-            "documents": len(parsed.documents),
-            "problems": len(parsed.problems),
-            "sections": sum(len(d.sections) for d in parsed.documents),
-            "blocks": sum(len(d.blocks) for d in parsed.documents),
-            "links": sum(len(d.links) for d in parsed.documents),
-            "inline_spans": sum(len(d.spans) for d in parsed.documents),
-            "characters": sum(len(d.text) for d in parsed.documents),
-        }
-        manifest = {
-            "corpus": source.name,
-            "source": parsed.source_info,
-            "corpus_hash": snapshot_hash,
-            "files": files,
-            "counts": counts,
-        }
+        dedup_config = DedupConfig.from_config(cfg.corpus.get("dedup"))
+        deduped = deduplicate(parsed.documents, dedup_config)
+        links, link_stats, link_problems = build_link_graph(deduped.documents, parsed.aliases, deduped.redirects)
+        file_counts, unaccounted = account_files(files, parsed.documents, parsed.problems, parsed.resources)
+        problems = [*parsed.problems, *unaccounted, *link_problems]
+        write_documents(out / layout.documents.name, deduped.documents)
+        write_json(out / layout.problems.name, [p.as_dict() for p in problems])
+        write_link_graph(out / layout.link_graph.name, links)
+        write_json(out / layout.duplicates.name, deduped.groups)
+        manifest = build_manifest(
+            corpus=source.name,
+            kind=str(cfg.corpus.kind),
+            source=parsed.source_info,
+            snapshot_hash=snapshot_hash,
+            config_hash=stable_hash(to_dict(cfg.corpus)),
+            files=files,
+            parsed=len(parsed.documents),
+            documents=deduped.documents,
+            problems=problems,
+            file_counts=file_counts,
+            dedup=deduped.stats(dedup_config),
+            links=link_stats,
+            documents_hash=sha256_file(out / layout.documents.name),
+        )
         write_json(out / layout.manifest.name, manifest)
-        return {"corpus_hash": snapshot_hash, **counts}
+        return {"corpus_hash": snapshot_hash, **manifest["counts"], "problems": manifest["problems"]}
 
     return run_stage("ingest", layout.corpus_dir, key, produce)
 
@@ -122,17 +130,41 @@ def chunk(cfg: DictConfig) -> StageResult:
 
     def produce(out: Path) -> dict[str, Any]:
         chunker = build(CHUNKERS, cfg.chunker)
-        chunks = chunk_documents(chunker, load_documents(cfg))
+        chunks, incremental = chunk_incrementally(chunker, load_documents(cfg), chunk_cache(cfg))
         write_chunks(out / layout.chunks.name, chunks)
         tokens = [c.n_tokens for c in chunks]
-        return {
+        info = {
             "chunks": len(chunks),
+            "tokens_total": sum(tokens),
             "tokens_median": statistics.median(tokens) if tokens else 0,
             "tokens_max": max(tokens, default=0),
             "corpus_hash": ingest_result.info.get("corpus_hash", ""),
+            "incremental": incremental.as_dict(),
         }
+        # tokens counted by the chunker's tokenizer (the embedder's), next to what they were made from
+        write_json(
+            out / "manifest.json",
+            {
+                **info,
+                "corpus": str(cfg.corpus.name),
+                "documents_hash": sha256_file(layout.documents),
+                "chunks_hash": sha256_file(out / layout.chunks.name),
+                "chunker": to_dict(cfg.chunker),
+            },
+        )
+        return info
 
     return run_stage("chunk", layout.chunks_dir, key, produce)
+
+
+def chunk_cache(cfg: DictConfig) -> ChunkCache:
+    """Per-document chunk cache for this corpus and chunker (config minus the cache path, plus code)."""
+    chunker_cfg = to_dict(cfg.chunker)
+    cache_dir = chunker_cfg.pop("cache_dir", None)
+    if not cache_dir:
+        return ChunkCache(None)
+    key = stable_hash({"chunker": chunker_cfg, "code": code_hash("corpus")})[:16]
+    return ChunkCache(Path(cache_dir) / str(cfg.corpus.name) / f"{key}.parquet")
 
 
 def load_chunks(cfg: DictConfig) -> list[Chunk]:
