@@ -29,6 +29,7 @@ main: setup
 	$(BIN)/dvc repro
 	@echo
 	@cat artifacts/eval/gnome_help/dev/table.md
+	@echo; cat artifacts/eval/gnome_help/dev/comparison.md
 	@echo "Full outputs: artifacts/eval/gnome_help/dev/  -  MLflow UI: make ui (http://127.0.0.1:5000)"
 
 lint: setup

@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
+    from fixgraph.experiment.commands import add_commands
+
+    add_commands(sub, command)  # split, finalists, test, sweep, compare, expected
     bench = sub.add_parser("bench", help="run a benchmark and print its JSON (fixgraph bench --list)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks")
     bench.add_argument("--params", type=Path, help="read the resolved config from this file")
@@ -92,7 +95,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print("\n".join(available()))
         return 0
+    from fixgraph.experiment import commands
+
+    commands.split_overrides(args)
     cfg = load_config(args.params, args.overrides)
+    if args.command in commands.COMMANDS:
+        return commands.dispatch(args, cfg)
     if args.command == "bench":
         import json
 

@@ -8,6 +8,7 @@ from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.mallard import MallardError
 from fixgraph.corpus.sources import MissingCorpusError
 from fixgraph.evaluation.gold import GoldCoverageError
+from fixgraph.evaluation.protocol_errors import PROTOCOL_ERRORS
 from fixgraph.evaluation.questions import QuestionFileError
 from fixgraph.modelpaths import ModelNotFoundError
 from fixgraph.registry import UnknownOptionError
@@ -24,4 +25,5 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     UnknownOptionError,
     FileNotFoundError,
     KeyError,
+    *PROTOCOL_ERRORS,
 )

@@ -49,6 +49,7 @@ def fixture_config(tmp_path: Path, mallard_dir: Path, questions_file: Path) -> C
                 "corpus=mallard_folder",
                 f"corpus.snapshot_dir={mallard_dir}",
                 "embedder=hashing",
+                "split=pool",  # the fixture questions, whole (tests of frozen splits freeze their own)
                 f"split.questions={questions_file}",
                 f"paths.artifacts={tmp_path / 'artifacts'}",
                 f"paths.mlruns={tmp_path / 'mlruns'}",
@@ -64,3 +65,38 @@ def fixture_config(tmp_path: Path, mallard_dir: Path, questions_file: Path) -> C
 
 def option_names(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.fixture
+def protocol_config(tmp_path: Path, mallard_dir: Path) -> Callable[..., DictConfig]:
+    """Like fixture_config, but on the frozen dev part of a 16-question pool over the fixture corpus."""
+    from fixgraph.config import compose
+    from fixgraph.evaluation.splitting import freeze
+
+    pool = tmp_path / "pool.jsonl"
+    shutil.copy(FIXTURES / "protocol_questions.jsonl", pool)
+    split_file = tmp_path / "split.json"
+    freeze(pool, split_file, 0.3, "test-salt")
+
+    def make(overrides: Sequence[str] = ()) -> DictConfig:
+        return compose(
+            [
+                "corpus=mallard_folder",
+                f"corpus.snapshot_dir={mallard_dir}",
+                "embedder=hashing",
+                f"splitting.pool={pool}",
+                f"splitting.file={split_file}",
+                "splitting.salt=test-salt",
+                f"paths.artifacts={tmp_path / 'artifacts'}",
+                f"paths.mlruns={tmp_path / 'mlruns'}",
+                f"paths.experiments={tmp_path / 'experiments'}",
+                f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                "evaluation.bootstrap.resamples=200",
+                "comparison.permutations=999",
+                "comparison.plots=false",  # ~1 s a figure here; tests that check plots turn them on
+                "evaluation.min_gold_coverage=0.9",
+                *overrides,
+            ]
+        )
+
+    return make

@@ -1,6 +1,6 @@
 """Per-question retrieval metrics: ir-measures for the standard ones, plus our support-set metrics.
 
-- recall_at_k, mrr, ndcg_at_k: ir-measures (trec_eval) over binary chunk qrels;
+- recall_at_k, precision_at_k, mrr, ndcg_at_k: ir-measures (trec_eval) over binary chunk qrels;
 - support_complete_at_k: 1 if every gold quote has at least one of its chunks in the top k;
 - answer_page_hit_at_k: 1 if a chunk of an answer page (the bridge target for bridge questions,
   else a gold page) is in the top k.
@@ -46,8 +46,10 @@ def retrieval_metrics(
     scored = scorable(questions, mapping)
     qrels = {qid: rels for qid, rels in mapping.qrels().items() if qid in {q.qid for q in scored}}
     run = {q.qid: rank_scores(rankings.get(q.qid, [])) for q in scored}
-    measures = [ir_measures.R @ k for k in ks] + [ir_measures.RR, ir_measures.nDCG @ ndcg_k]
+    measures = [ir_measures.R @ k for k in ks] + [ir_measures.P @ k for k in ks]
+    measures += [ir_measures.RR, ir_measures.nDCG @ ndcg_k]
     names = {ir_measures.R @ k: metric_name("recall", k) for k in ks}
+    names.update({ir_measures.P @ k: metric_name("precision", k) for k in ks})
     names[ir_measures.RR] = "mrr"
     names[ir_measures.nDCG @ ndcg_k] = metric_name("ndcg", ndcg_k)
     rows: dict[str, dict[str, float]] = {q.qid: {name: 0.0 for name in names.values()} for q in scored}

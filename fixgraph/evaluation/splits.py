@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fixgraph.evaluation.questions import Question, load_questions
+from fixgraph.evaluation.splitting import FrozenSplit
 from fixgraph.registry import Registry
 
 
@@ -34,6 +35,10 @@ class FileSplit:
 
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
+
+
+# frozen dev/test parts of a question pool (splitting.py: assignment rule, split file, verification)
+SPLITS.register("frozen")(FrozenSplit)
 
 
 def build_split(cfg: Any) -> Split:

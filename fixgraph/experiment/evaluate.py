@@ -23,6 +23,7 @@ from fixgraph.evaluation.questions import Question, load_questions
 from fixgraph.evaluation.report import latency_summary, markdown_table, summarise, summary_json
 from fixgraph.evaluation.splits import build_split
 from fixgraph.evaluation.trec import write_qrels, write_run
+from fixgraph.experiment.analyses import fingerprints, write_analyses
 from fixgraph.experiment.layout import Layout
 from fixgraph.experiment.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
@@ -154,6 +155,7 @@ def evaluate(
         "systems": list(rankings),
         "latency": latency_summary(per_question),
     }
+    info["fingerprints"] = fingerprints(cfg, questions, manifest["corpus_hash"], info["chunks_hash"])
     metrics = summary_json(summary)
     out = layout.eval_dir(name)
     with atomic_dir(out) as tmp:
@@ -162,6 +164,7 @@ def evaluate(
         for system, ranking in rankings.items():
             write_run(tmp / "runs" / f"{system}.trec", ranking, tag=system)
         per_question.to_parquet(tmp / "per_question.parquet", index=False)
+        info.update(write_analyses(cfg, questions, mapping, rankings, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)
         write_json(tmp / "info.json", info)
         write_text(tmp / "table.md", table)

@@ -37,7 +37,14 @@ class RetrievalBenchmark:
 
         if self.baseline is not None and self.baseline not in systems_of(cfg):
             raise ConfigError(f"experiment {self.name}: baseline {self.baseline!r} is not one of the systems")
-        return evaluate(cfg, questions, name, track)
+        result = evaluate(cfg, questions, name, track)
+        if self.baseline is not None and len(result.info["systems"]) > 1:
+            from fixgraph.experiment.comparing import attach_comparison
+
+            # every system against the baseline, Holm over the family declared in `comparison.family_metrics`
+            comparison = attach_comparison(cfg, result, self.baseline)
+            result.table += "\n" + comparison.markdown()
+        return result
 
 
 def build_experiment(cfg: Any) -> ExperimentRunner:

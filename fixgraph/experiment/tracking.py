@@ -76,6 +76,8 @@ def setup(cfg: DictConfig) -> str:
 def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
     import mlflow
 
+    from fixgraph.experiment.analyses import mlflow_extras
+
     experiment_id = setup(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
@@ -115,7 +117,8 @@ def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
         mlflow.log_artifacts(str(result.output_dir), artifact_path="evaluation")
         for system, metrics in result.metrics.items():
             with mlflow.start_run(experiment_id=experiment_id, run_name=system, nested=True):
-                mlflow.set_tags({**tags, "system": system})
+                extra_tags, extra_metrics = mlflow_extras(result.output_dir, info, system)
+                mlflow.set_tags({**tags, "system": system, **extra_tags})
                 system_cfg = resolved.get("systems", {}).get(system) or resolved.get("retriever", {})
                 mlflow.log_params(
                     {
@@ -130,6 +133,7 @@ def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
                     values[f"{metric}_ci_low"] = est["low"]
                     values[f"{metric}_ci_high"] = est["high"]
                 values.update(info["latency"].get(system, {}))
+                values.update(extra_metrics)
                 mlflow.log_metrics(values)
                 rows = result.per_question[result.per_question["system"] == system]
                 with tempfile.TemporaryDirectory() as tmpdir:

@@ -59,12 +59,16 @@ def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> 
     first = sh(project, "dvc", "repro")
     for stage in ("ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"):
         assert f"Running stage '{stage}'" in first.stdout
+    # the committed split file is the stage's recorded output: frozen, so it is verified, not re-split
+    assert "Stage 'split' didn't change, skipping" in first.stdout
     table = (project / "artifacts/eval/gnome_help/dev/table.md").read_text()
     for system in ("bm25", "dense", "hybrid"):
         assert f"| {system} " in table
     info = json.loads((project / "artifacts/eval/gnome_help/dev/info.json").read_text())
     assert info["gold_coverage"] >= 0.98
-    assert info["questions"] == 115
+    assert info["questions"] == 80  # the dev part of the frozen split (35 test questions stay locked)
+    comparison = json.loads((project / "artifacts/eval/gnome_help/dev/comparison.json").read_text())
+    assert comparison["baseline"] == "bm25" and len(comparison["rows"]) == 15
 
     second = sh(project, "dvc", "repro")
     assert "Running stage" not in second.stdout
@@ -74,6 +78,30 @@ def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> 
     ran = {line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")}
     assert ran == {"index@bm25", "evaluate"}
     assert "evaluate" in sh(project, "dvc", "dag").stdout
+
+
+def test_bm25_still_scores_what_it_scored(project: Path) -> None:
+    """The GNOME Help expected-score file (BM25, no model: exact) still holds."""
+    done = sh(project, "fixgraph", "expected", "check", "benchmarks/expected/gnome-help-dev-bm25.yaml")
+    assert "gnome-help-dev-bm25.yaml: ok" in done.stdout
+
+
+def test_sweep_of_50_trials_on_dev_shows_as_parent_with_children(project: Path) -> None:
+    """`fixgraph sweep` on the GNOME Help dev questions: one MLflow parent, one child per trial."""
+    if not (project / "artifacts/indexes/gnome_help/hybrid").exists():
+        sh(project, "dvc", "repro")
+    done = sh(project, "fixgraph", "sweep", "--trials", "50", "--study", "slow-suite")
+    assert "50 complete" in done.stdout and "scored via rrf_fusion" in done.stdout
+    parent = done.stdout.split("MLflow parent run ")[1].split(";")[0]
+    query = (
+        "import json, mlflow; mlflow.set_tracking_uri('sqlite:///mlflow.db'); "
+        f"p = mlflow.get_run('{parent}'); "
+        "c = mlflow.search_runs([p.info.experiment_id], "
+        f"filter_string=\"tags.mlflow.parentRunId = '{parent}'\", output_format='list', max_results=500); "
+        "print(json.dumps([p.data.tags['stage'], len(c), sorted({r.data.tags['stage'] for r in c})]))"
+    )
+    stage, children, child_stages = json.loads(sh(project, str(BIN / "python"), "-c", query).stdout.splitlines()[-1])
+    assert (stage, children, child_stages) == ("sweep", 50, ["sweep_trial"])
 
 
 def _free_port() -> int:

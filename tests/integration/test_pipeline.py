@@ -21,9 +21,12 @@ def test_evaluation_outputs_can_be_recomputed_elsewhere(fixture_config: Callable
     result = evaluate(cfg)
     out = result.output_dir
     assert sorted(p.name for p in out.iterdir()) == [
+        "by_qtype.md",
+        "by_qtype.parquet",
         "gold_mapping.jsonl",
         "info.json",
         "metrics.json",
+        "misses.parquet",
         "per_question.parquet",
         "qrels.txt",
         "runs",

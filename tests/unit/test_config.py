@@ -15,6 +15,7 @@ from fixgraph.corpus.sources import build_corpus
 from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.splits import build_split
 from fixgraph.experiment.runners import build_experiment
+from fixgraph.experiment.sweep_spec import build_sweep
 from fixgraph.kg.extract import build_extractor
 from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
@@ -41,6 +42,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "judge": build_judge,
     "split": build_split,
     "experiment": build_experiment,
+    "sweep": build_sweep,
 }
 
 CASES = [(group, option) for group in BUILDERS for option in option_names(group)]

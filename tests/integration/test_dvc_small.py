@@ -1,0 +1,95 @@
+"""Slow: `dvc repro` and `dvc exp run -S` drive the runner on a small pipeline (the fixture corpus).
+
+A copy of the repository with the fixture pages as its corpus, the 16-question fixture pool and the
+hashing embedder: every stage of dvc.yaml runs (split, ingest, chunk, index@*, evaluate), then only
+what a parameter change touches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+SMALL = [
+    "corpus=mallard_folder",
+    "corpus.snapshot_dir=data/mallard_folder",
+    "embedder=hashing",
+    "splitting.pool=benchmarks/small/pool.jsonl",
+    "splitting.file=benchmarks/small/split.json",
+    "evaluation.min_gold_coverage=0.9",
+    "evaluation.bootstrap.resamples=200",
+    "comparison.permutations=999",
+    "comparison.plots=false",
+]
+
+
+def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("FIXGRAPH_CONFIG_DIR", None)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=1200, check=False)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def ran(done: subprocess.CompletedProcess[str]) -> set[str]:
+    return {line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("Running stage")}
+
+
+def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for name in files:
+        if (REPO / name).is_file() and name != "data.dvc":  # data.dvc pins GNOME Help, not this corpus
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    shutil.copytree(FIXTURES / "mallard", root / "data" / "mallard_folder")
+    (root / "benchmarks" / "small").mkdir(parents=True)
+    shutil.copy(FIXTURES / "protocol_questions.jsonl", root / "benchmarks" / "small" / "pool.jsonl")
+    sh(root, "fixgraph", "params", *SMALL)
+    sh(root, "git", "init", "-q")
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "small project")
+
+    first = sh(root, "dvc", "repro")
+    assert ran(first) == {"split", "ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"}
+    split = json.loads((root / "benchmarks/small/split.json").read_text())
+    assert sum(split["counts"]["dev"].values()) == 11
+    info = json.loads((root / "artifacts/eval/mallard_folder/dev/info.json").read_text())
+    assert info["questions"] == 11 and info["misses"]["k"] == 8
+    comparison = json.loads((root / "artifacts/eval/mallard_folder/dev/comparison.json").read_text())
+    assert comparison["baseline"] == "bm25"
+    family = {tuple(h) for h in comparison["family"]["hypotheses"]}
+    assert family == {("dense", "recall_at_8"), ("hybrid", "recall_at_8")}
+
+    assert ran(sh(root, "dvc", "repro")) == set()
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "reproduced")
+
+    # dvc exp run recomposes conf/ with the overrides (Hydra), writes params.yaml and reruns downstream only
+    exp = sh(root, "dvc", "exp", "run", *(f"-S={o}" for o in SMALL), "-S=systems.bm25.k1=1.2")
+    assert ran(exp) == {"index@bm25", "evaluate"}
+    shown = sh(root, "dvc", "exp", "show", "--json").stdout
+    assert "1.2" in shown
+
+    # an edited pool question stops the pipeline at the split stage, naming it
+    pool = root / "benchmarks/small/pool.jsonl"
+    lines = pool.read_text().splitlines()
+    lines[0] = lines[0].replace('"answer": ""', '"answer": "edited"')
+    pool.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("FIXGRAPH_CONFIG_DIR", None)
+    tampered = subprocess.run(["dvc", "repro"], cwd=root, capture_output=True, text=True, env=env, check=False)
+    assert tampered.returncode != 0
+    assert "question 'p-01' was edited since the split was frozen" in tampered.stdout + tampered.stderr

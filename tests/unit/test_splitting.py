@@ -1,0 +1,157 @@
+"""Frozen splits: deterministic, order-independent, stratified, bridge pairs together, tamper-evident."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fixgraph.evaluation.protocol_errors import LockedSplitError, SplitError
+from fixgraph.evaluation.questions import Question, load_questions
+from fixgraph.evaluation.splits import build_split
+from fixgraph.evaluation.splitting import assign, freeze, groups_of, read_split_file, unlocked_test_split
+from tests.conftest import REPO
+
+QTYPES = ["direct", "procedure", "multi", "unanswerable"]
+
+
+def make_pool(n: int = 60, seed: int = 0) -> list[Question]:
+    rng = random.Random(seed)
+    pool = []
+    for i in range(n):
+        qtype = QTYPES[i % len(QTYPES)]
+        answerable = qtype != "unanswerable"
+        gold = [{"page": f"page-{i}", "quote": f"quote {i}"}] if answerable else []
+        pool.append(Question(qid=f"q{i:03d}", question=f"question {i} {rng.random()}", qtype=qtype,
+                             answerable=answerable, gold=gold))  # fmt: skip
+    # bridge questions: b0 and b1 share the pair {A, B} (in opposite directions); b2 touches page-2
+    pool.append(Question(qid="b0", question="?", qtype="bridge", gold=[{"page": "B", "quote": "x"}],
+                         bridge={"from": "A", "to": "B"}))  # fmt: skip
+    pool.append(Question(qid="b1", question="??", qtype="bridge", gold=[{"page": "A", "quote": "y"}],
+                         bridge={"from": "B", "to": "A"}))  # fmt: skip
+    pool.append(Question(qid="b2", question="???", qtype="bridge", gold=[{"page": "C", "quote": "z"}],
+                         bridge={"from": "page-2", "to": "C"}))  # fmt: skip
+    pool.append(Question(qid="g0", question="grouped", gold=[{"page": "D", "quote": "w"}], group="team"))
+    pool.append(Question(qid="g1", question="grouped too", gold=[{"page": "E", "quote": "v"}], group="team"))
+    return pool
+
+
+def write_pool(path: Path, pool: list[Question]) -> Path:
+    path.write_text("".join(json.dumps(q.model_dump(by_alias=True, exclude_unset=True)) + "\n" for q in pool))
+    return path
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), salt=st.sampled_from(["s1", "s2", "another salt"]))
+def test_assignment_ignores_order_and_keeps_groups_together(seed: int, salt: str) -> None:
+    pool = make_pool()
+    shuffled = pool[:]
+    random.Random(seed).shuffle(shuffled)
+    parts = assign(pool, 0.3, salt)
+    assert assign(shuffled, 0.3, salt) == parts
+    assert parts["b0"] == parts["b1"]  # the same bridge pair, either direction
+    assert parts["b2"] == parts["q002"]  # a bridge question and a question on one of its pages
+    assert parts["g0"] == parts["g1"]  # an explicit group
+
+
+def test_each_question_type_is_split_in_proportion() -> None:
+    pool = make_pool(200)
+    parts = assign(pool, 0.3, "salt")
+    groups = groups_of(pool)
+    per_type = Counter(g[0].qtype for g in groups if len(g) == 1)
+    tests = Counter(g[0].qtype for g in groups if len(g) == 1 and parts[g[0].qid] == "test")
+    for qtype, n in per_type.items():
+        # singleton groups of one type, plus at most one multi-member group per type: |share - 0.3| small
+        assert abs(tests[qtype] - 0.3 * n) <= 2, (qtype, tests[qtype], n)
+
+
+def test_salt_changes_the_split() -> None:
+    pool = make_pool()
+    assert assign(pool, 0.3, "a") != assign(pool, 0.3, "b")
+
+
+def test_edited_test_question_is_detected(tmp_path: Path) -> None:
+    pool = make_pool()
+    pool_file = write_pool(tmp_path / "pool.jsonl", pool)
+    split_file = tmp_path / "split.json"
+    split, status = freeze(pool_file, split_file, 0.3, "salt")
+    assert status == "frozen"
+    assert freeze(pool_file, split_file, 0.3, "salt")[1] == "verified"
+    victim = split.ids("test")[0]
+    # same id, same question text: only the reference answer changes
+    edited = [q.model_copy(update={"answer": "something else"}) if q.qid == victim else q for q in pool]
+    write_pool(pool_file, edited)
+    with pytest.raises(SplitError, match=rf"test question '{victim}' was edited since the split was frozen"):
+        freeze(pool_file, split_file, 0.3, "salt")
+    frozen_dev = build_split({"name": "dev", "kind": "frozen", "part": "dev", "questions": str(pool_file),
+                              "file": str(split_file)})  # fmt: skip
+    with pytest.raises(SplitError, match=victim):
+        frozen_dev.load()
+
+
+def test_added_removed_and_moved_questions_are_detected(tmp_path: Path) -> None:
+    pool = make_pool()
+    pool_file = write_pool(tmp_path / "pool.jsonl", pool)
+    split_file = tmp_path / "split.json"
+    freeze(pool_file, split_file, 0.3, "salt")
+    extra = Question(qid="new-1", question="new", gold=[{"page": "Z", "quote": "z"}])
+    write_pool(pool_file, [*pool[1:], extra])
+    with pytest.raises(SplitError, match=r"'new-1' is not in the frozen split.*'q000' \(\w+\) was removed"):
+        freeze(pool_file, split_file, 0.3, "salt")
+    write_pool(pool_file, pool)
+
+    data = json.loads(split_file.read_text())
+    moved = next(qid for qid, e in data["questions"].items() if e["part"] == "test" and qid.startswith("q"))
+    data["questions"][moved]["part"] = "dev"
+    split_file.write_text(json.dumps(data))
+    with pytest.raises(SplitError, match="edited by hand"):
+        freeze(pool_file, split_file, 0.3, "salt")
+    # a careful forger also recomputes the digest: the assignment rule still catches the move
+    from fixgraph.io import stable_hash
+
+    data["digest"] = stable_hash(data["questions"])
+    split_file.write_text(json.dumps(data))
+    with pytest.raises(SplitError, match=rf"do not follow the split rule for {moved}"):
+        freeze(pool_file, split_file, 0.3, "salt")
+
+
+def test_refreeze_needs_a_reason_and_keeps_history(tmp_path: Path) -> None:
+    pool = make_pool()
+    pool_file = write_pool(tmp_path / "pool.jsonl", pool)
+    split_file = tmp_path / "split.json"
+    freeze(pool_file, split_file, 0.3, "salt")
+    with pytest.raises(SplitError, match="frozen with salt 'salt'"):
+        freeze(pool_file, split_file, 0.3, "other")
+    _, status = freeze(pool_file, split_file, 0.3, "other", refreeze_reason="new questions arrived")
+    assert status == "refrozen"
+    assert [h["reason"] for h in read_split_file(split_file).history] == ["initial freeze", "new questions arrived"]
+
+
+def test_test_part_is_locked_outside_the_protocol(tmp_path: Path) -> None:
+    pool_file = write_pool(tmp_path / "pool.jsonl", make_pool())
+    split_file = tmp_path / "split.json"
+    split, _ = freeze(pool_file, split_file, 0.3, "salt")
+    node = {"kind": "frozen", "questions": str(pool_file), "file": str(split_file)}
+    test = build_split({**node, "name": "test", "part": "test"})
+    with pytest.raises(LockedSplitError, match="fixgraph test"):
+        test.load()
+    with unlocked_test_split("study"):
+        assert sorted(q.qid for q in test.load()) == split.ids("test")
+    dev = build_split({**node, "name": "dev", "part": "dev"})
+    assert sorted(q.qid for q in dev.load()) == split.ids("dev")
+    assert not set(split.ids("dev")) & set(split.ids("test"))
+
+
+def test_committed_split_matches_the_committed_pool() -> None:
+    """benchmarks/gnome-help/split.json (a DVC output) still verifies against dev.jsonl."""
+    pool = load_questions(REPO / "benchmarks/gnome-help/dev.jsonl")
+    split = read_split_file(REPO / "benchmarks/gnome-help/split.json")
+    from fixgraph.evaluation.splitting import verify
+
+    verify(split, pool, REPO / "benchmarks/gnome-help/split.json")
+    assert len(split.ids("dev")) + len(split.ids("test")) == len(pool) == 115
