@@ -16,6 +16,7 @@ from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.splits import build_split
 from fixgraph.experiment.runners import build_experiment
 from fixgraph.kg.extract import build_extractor
+from fixgraph.kg.ontology import build_ontology
 from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
@@ -37,6 +38,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "retriever": build_retriever,
     "reranker": build_reranker,
     "extractor": build_extractor,
+    "ontology": build_ontology,
     "llm": build_llm,
     "judge": build_judge,
     "split": build_split,
