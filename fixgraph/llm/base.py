@@ -120,7 +120,7 @@ def build_llm(cfg: Any) -> Any:
     from fixgraph.llm.client import LLMClient
 
     fields = to_dict(cfg)
-    client_opts = {key: fields.pop(key) for key in ("cache", "max_concurrency", "defaults") if key in fields}
+    client_opts = {key: fields.pop(key) for key in ("cache", "max_concurrency", "generation") if key in fields}
     kind = fields.pop("kind", None)
     if kind is None:
         from fixgraph.config import ConfigError

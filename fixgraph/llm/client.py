@@ -29,7 +29,7 @@ class LLMClient:
         backend: LLM,
         cache: Mapping[str, Any] | None = None,
         max_concurrency: int = 1,
-        defaults: Mapping[str, Any] | None = None,
+        generation: Mapping[str, Any] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"llm {backend.name}: max_concurrency must be >= 1, got {max_concurrency}")
@@ -37,7 +37,7 @@ class LLMClient:
         self.name = backend.name
         self.kind = backend.kind
         self.max_concurrency = max_concurrency
-        self.defaults = dict(defaults or {})
+        self.generation = dict(generation or {})  # default request parameters
         cache = cache or {}
         enabled = bool(cache.get("enabled", True)) and bool(cache.get("path"))
         self.cache_path = Path(str(cache["path"])) if enabled else None
@@ -66,7 +66,7 @@ class LLMClient:
             return self._identity
 
     def complete(self, prompt: str, stage: str = "default", **params: Any) -> Completion:
-        request = {**self.defaults, **params}
+        request = {**self.generation, **params}
         key = ""
         cache = self.cache
         if cache is not None:

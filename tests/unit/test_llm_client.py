@@ -157,7 +157,7 @@ def test_build_llm_wraps_the_configured_backend(tmp_path: Path) -> None:
             "default": "d",
             "max_concurrency": 3,
             "cache": {"enabled": True, "path": str(tmp_path / "c.sqlite")},
-            "defaults": {"temperature": 0.0},
+            "generation": {"temperature": 0.0},
         }
     )
     assert isinstance(client, LLMClient) and client.max_concurrency == 3 and client.cache is not None
