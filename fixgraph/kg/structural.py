@@ -308,6 +308,8 @@ class StructuralExtractor:
             n_tokens = len(stripped.split())
             if not stripped or n_tokens > self.max_phrase_tokens or len(stripped) < 3:
                 continue
+            if n_tokens == 1 and tokens[-1].is_stop:
+                continue  # "one", "something": not a concept anyone asks about
             if any(m.start < end and start < m.end for m in typed):
                 continue  # markup already typed this phrase (an app, a button...)
             yield _Mention(stripped, "Concept", start, end)

@@ -24,58 +24,15 @@ from fixgraph.kg.ontology import Ontology, alias_key
 from fixgraph.retrieval.graph_index import GraphIndex
 
 WORD = re.compile(r"[\w][\w+\-.']*")
-STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "your",
-        "our",
-        "i",
-        "you",
-        "it",
-        "is",
-        "are",
-        "was",
-        "be",
-        "do",
-        "does",
-        "did",
-        "how",
-        "what",
-        "why",
-        "when",
-        "where",
-        "which",
-        "who",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "from",
-        "by",
-        "and",
-        "or",
-        "not",
-        "no",
-        "this",
-        "that",
-        "these",
-        "those",
-        "me",
-        "get",
-        "make",
-    ]
-)
+# spaCy's English stop words plus question words: a question's "how", "one" or "get" never seeds the graph
+QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "get", "make", "use", "want"})
+
+
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS) | QUESTION_WORDS
 
 
 @dataclass(frozen=True)
@@ -147,7 +104,7 @@ class EntityLinker:
         for n in range(1, self.max_ngram + 1):
             for i in range(len(words) - n + 1):
                 gram = words[i : i + n]
-                if all(w.casefold() in STOP for w in gram):
+                if all(w.casefold() in stop_words() for w in gram):
                     continue
                 grams.append(alias_key(" ".join(gram)))
         return grams

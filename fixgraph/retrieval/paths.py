@@ -38,7 +38,6 @@ class TypedPathRetriever(_GraphRetrieverBase):
         relations: Sequence[str] = (),
         beam: int = 400,
         max_degree: int = 60,
-        seed_top: int = 10,
         **kw: Any,
     ) -> None:
         super().__init__(name, graph_dir, **{k: v for k, v in kw.items() if k in _BASE_ARGS})
@@ -47,7 +46,7 @@ class TypedPathRetriever(_GraphRetrieverBase):
         if self.ontology_cfg is None:
             raise ValueError(f"retriever {name}: needs the `ontology` to check paths against")
         self.max_hops, self.decay, self.relations = max_hops, decay, set(relations)
-        self.beam, self.max_degree, self.seed_top = beam, max_degree, seed_top
+        self.beam, self.max_degree = beam, max_degree
         self.ontology: Ontology | None = None
         self.adjacency: list[list[Step]] = []
         self.edge_chunks: dict[str, list[int]] = {}
@@ -86,7 +85,7 @@ class TypedPathRetriever(_GraphRetrieverBase):
     def search(self, query: str, k: int) -> list[Hit]:
         assert self.index is not None
         index = self.index
-        seeds = self.seeds(query)[: self.seed_top]
+        seeds = self.seeds(query)
         scores = np.zeros(len(index.chunk_ids))
         frontier: list[_Path] = []
         for seed in seeds:

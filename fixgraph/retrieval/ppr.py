@@ -102,6 +102,7 @@ class _GraphRetrieverBase:
         linking: Mapping[str, Any] | None = None,
         damping: float = 0.5,
         depth: int = 100,
+        link_top_k: int = 5,
         synonym_threshold: float = 0.8,
         synonym_top_k: int = 10,
         synonym_types: Sequence[str] = ("App", "UIElement", "Command", "File", "Key", "Concept"),
@@ -111,7 +112,7 @@ class _GraphRetrieverBase:
         self.embedder = build_embedder(embedder) if embedder is not None else None
         self.ontology_cfg = ontology
         self.linking = dict(linking or {})
-        self.damping, self.depth = damping, depth
+        self.damping, self.depth, self.link_top_k = damping, depth, link_top_k
         self.synonym_threshold, self.synonym_top_k, self.synonym_types = synonym_threshold, synonym_top_k, synonym_types
         self.index: GraphIndex | None = None
         self.linker: EntityLinker | None = None
@@ -136,8 +137,17 @@ class _GraphRetrieverBase:
         return graph
 
     def seeds(self, query: str) -> list[Seed]:
-        assert self.linker is not None, "load() first"
-        return self.linker.link(query)
+        """The `link_top_k` linked nodes with the highest specificity-weighted score (score / |P_i|), as
+        HippoRAG 2 keeps only its top `linking_top_k` phrases: a question's generic words ("laptop",
+        "settings") would otherwise seed half the graph."""
+        assert self.linker is not None and self.index is not None, "load() first"
+        seeds = self.linker.link(query)
+
+        def weighted(seed: Seed) -> float:
+            assert self.index is not None
+            return seed.score / max(float(self.index.chunks_per_node[self.index.node_index[seed.node_id]]), 1.0)
+
+        return sorted(seeds, key=lambda s: (-weighted(s), s.node_id))[: self.link_top_k]
 
     def trace(self, query: str) -> dict[str, Any]:
         """What the last search of `query` did: its seeds (recorded per question by the evaluation)."""
@@ -236,5 +246,15 @@ class HippoRAG2Retriever(_GraphRetrieverBase):
 
 
 _BASE_ARGS = frozenset(
-    {"embedder", "ontology", "linking", "damping", "depth", "synonym_threshold", "synonym_top_k", "synonym_types"}
+    {
+        "embedder",
+        "ontology",
+        "linking",
+        "damping",
+        "depth",
+        "link_top_k",
+        "synonym_threshold",
+        "synonym_top_k",
+        "synonym_types",
+    }
 )

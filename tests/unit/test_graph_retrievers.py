@@ -266,3 +266,24 @@ def test_article_links_reach_linked_pages_and_mix_scores(tmp_path: Path) -> None
     mass = nx.pagerank(g, alpha=0.5, personalization={"d1": 1.0, "d2": 0, "d3": 0, "d4": 0.5}, weight="weight")
     assert ranked == [f"{d}#_-0" for d in sorted(mass, key=lambda d: -mass[d])]
     assert C3 in ranked  # a chunk the first stage never returned
+
+
+def test_entity_linking_by_alias_and_by_embedding(tmp_path: Path) -> None:
+    from fixgraph.kg.ontology import build_ontology
+    from fixgraph.retrieval.entity_linking import EntityLinker
+    from fixgraph.retrieval.graph_index import load_graph_index
+
+    _write_graph(tmp_path / "graph")
+    index = load_graph_index(tmp_path / "graph", [c.id for c in CHUNKS])
+    ontology = build_ontology(compose([]).ontology)  # aliases: Settings <- "GNOME Settings", "Control Center"
+    by_alias = EntityLinker(index, None, ontology).link("Where is the Control Center on my laptop?")
+    assert [(s.name, s.how, s.score) for s in by_alias] == [("Settings", "alias", 1.0)]
+    embedder = HashingEmbedder(dim=64)
+    by_vector = EntityLinker(index, embedder, None, top_k=1, min_similarity=0.5, query_phrases=False)
+    (seed,) = by_vector.link("things")  # one word: its hashed vector equals the node name's
+    assert (seed.name, seed.how) == ("things", "name")
+    (seed,) = by_vector.link("device remove")  # no name matches; the hashed bags of words are close
+    assert (seed.name, seed.how) == ("remove the device", "embedding")
+    assert seed.score == pytest.approx(2 / np.sqrt(6), abs=1e-6)  # cosine of {device, remove} vs {remove, the, device}
+    with pytest.raises(ValueError, match="another embedder"):
+        EntityLinker(index, HashingEmbedder(dim=32), None)
