@@ -42,7 +42,7 @@ def graph_key(cfg: DictConfig) -> str:
 
 
 def _progress(done: int, total: int) -> None:
-    if done == total or done % 25 == 0:
+    if total <= 100 or done == total or done % 25 == 0:  # LLM samples are small and slow: log each
         log.info("extract: %d/%d chunks", done, total)
 
 

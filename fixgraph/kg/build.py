@@ -188,8 +188,9 @@ def build_graph(
     llm_usage: dict[str, Any] = llm.usage.totals() if llm is not None else {}
     if usage:
         llm_usage["tokens_per_chunk"] = tokens_per_chunk(usage)
+    sampled_docs = {c.doc_id: docs[c.doc_id] for c in sample}  # coverage of what was extracted from
     store.report = quality_report(
-        store, docs, sample, len(records), grounded.counts(), verification, communities, extraction, llm_usage
+        store, sampled_docs, sample, len(records), grounded.counts(), verification, communities, extraction, llm_usage
     )
     store.report["extractor"] = {"name": extractor.name, "identity": extractor.identity()}
     store.write(out)

@@ -1,7 +1,7 @@
 """Grounding validation: every record must be stated by its source chunk, in the ontology's terms.
 
 Checks, in order (the first failure is the rejection reason, counted per reason):
-- `unknown_node_type`, `unknown_relation`, `endpoint_not_allowed`: the ontology's schema;
+- `endpoint_untyped`, `unknown_node_type`, `unknown_relation`, `endpoint_not_allowed`: the ontology's schema;
 - `empty_name`, `name_too_long`, `self_loop`;
 - `span_outside_chunk`: the provenance span must lie inside its chunk;
 - text evidence: an exact span match passes at once (structural records point at the very text);
@@ -93,6 +93,8 @@ class GroundingValidator:
         self.config = config
 
     def _schema_problem(self, r: GraphRecord) -> str | None:
+        if r.is_relation and not (r.subject_type and r.object_type):
+            return "endpoint_untyped"  # an LLM relation naming an entity it did not list
         if not self.ontology.has_node_type(r.subject_type):
             return "unknown_node_type"
         if r.is_relation:

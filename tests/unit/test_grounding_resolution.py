@@ -54,6 +54,7 @@ def test_grounded_records_pass_and_each_failure_has_its_reason(ontology: Ontolog
         ),
         record("Settings", "App", CHUNK, relation="related_to", object="settings", object_type="App"),
         record("x" * 300, "Concept", CHUNK, evidence="queue"),
+        record("Settings", "App", CHUNK, relation="related_to", object="queue", object_type=""),  # LLM: not listed
     ]
     result = _validate(ontology, good, rel, *bad)
     assert [r.subject for r in result.accepted] == ["restart the computer", "the printer is offline"]
@@ -65,6 +66,7 @@ def test_grounded_records_pass_and_each_failure_has_its_reason(ontology: Ontolog
         "evidence_not_in_text",
         "self_loop",
         "name_too_long",
+        "endpoint_untyped",
     ]
     assert result.counts()["entity_not_in_text"] == 1
 
