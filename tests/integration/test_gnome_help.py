@@ -57,10 +57,14 @@ def test_fetched_snapshot_matches_data_dvc(project: Path) -> None:
 
 def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> None:
     first = sh(project, "dvc", "repro")
-    for stage in ("ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"):
+    for stage in ("ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate"):
         assert f"Running stage '{stage}'" in first.stdout
     # the committed split file is the stage's recorded output: frozen, so it is verified, not re-split
     assert "Stage 'split' didn't change, skipping" in first.stdout
+    graph = json.loads((project / "artifacts/graph/gnome_help/report.json").read_text())
+    assert graph["extractor"]["name"] == "structural" and graph["extraction"]["chunks"] > 500
+    assert graph["nodes_by_type"]["Article"] == 293  # one per page of GNOME Help 43.0-2
+    assert graph["provenance"]["mentions_span_equals_evidence"] == 1.0
     table = (project / "artifacts/eval/gnome_help/dev/table.md").read_text()
     for system in ("bm25", "dense", "hybrid"):
         assert f"| {system} " in table

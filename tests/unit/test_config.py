@@ -17,6 +17,7 @@ from fixgraph.evaluation.splits import build_split
 from fixgraph.experiment.runners import build_experiment
 from fixgraph.experiment.sweep_spec import build_sweep
 from fixgraph.kg.extract import build_extractor
+from fixgraph.kg.ontology import build_ontology
 from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
@@ -38,6 +39,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "retriever": build_retriever,
     "reranker": build_reranker,
     "extractor": build_extractor,
+    "ontology": build_ontology,
     "llm": build_llm,
     "judge": build_judge,
     "split": build_split,

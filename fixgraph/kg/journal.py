@@ -1,0 +1,91 @@
+"""A resumable extraction journal: one JSON line per finished chunk, fsynced before the next.
+
+A killed run leaves complete lines plus at most one torn last line. On resume the torn line is cut
+off (that chunk is extracted again; its LLM answer usually comes from the cache), chunks already in
+the journal are skipped, and a chunk id that appears twice is kept once: no record is duplicated or
+lost. The journal's file name carries a key of everything that determines the records (extractor
+identity, chunk set), so a changed config never resumes from stale work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from fixgraph.corpus.models import Chunk
+from fixgraph.kg.extract import GraphRecord
+
+
+@dataclass
+class ChunkResult:
+    records: list[GraphRecord]
+    usage: dict[str, int] = field(default_factory=dict)  # LLM tokens spent on this chunk
+
+
+class ExtractionJournal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def load(self) -> dict[str, ChunkResult]:
+        """Results of every chunk already journaled; truncates a torn last line."""
+        done: dict[str, ChunkResult] = {}
+        if not self.path.exists():
+            return done
+        good_end = 0
+        with open(self.path, "rb") as fh:
+            for raw in fh:
+                if not raw.endswith(b"\n"):
+                    break  # torn write of a killed run
+                try:
+                    entry = json.loads(raw)
+                except json.JSONDecodeError:
+                    break
+                records = [GraphRecord.model_validate(r) for r in entry["records"]]
+                done.setdefault(entry["chunk_id"], ChunkResult(records, entry.get("usage", {})))
+                good_end += len(raw)
+        if good_end < self.path.stat().st_size:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_end)
+        return done
+
+    def append(self, chunk_id: str, result: ChunkResult) -> None:
+        if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
+        entry = {"chunk_id": chunk_id, "records": [r.model_dump() for r in result.records], "usage": result.usage}
+        self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def run_journaled(
+    extract: Callable[[Chunk], ChunkResult],
+    chunks: Sequence[Chunk],
+    journal: ExtractionJournal,
+    mapper: Callable[[Callable[[Chunk], Any], Iterable[Chunk]], Iterable[Any]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[dict[str, ChunkResult], int]:
+    """Results per chunk id for every chunk (journaled ones reused), and how many were resumed."""
+    done = journal.load()
+    resumed = sum(1 for c in chunks if c.id in done)
+    todo = [c for c in chunks if c.id not in done]
+    run = mapper or (lambda fn, items: map(fn, items))
+    try:
+        for n, (chunk, result) in enumerate(run(lambda c: (c, extract(c)), todo), start=1):
+            journal.append(chunk.id, result)
+            done[chunk.id] = result
+            if progress is not None:
+                progress(resumed + n, len(chunks))
+    finally:
+        journal.close()
+    return {c.id: done[c.id] for c in chunks}, resumed

@@ -1,0 +1,69 @@
+"""Ollama through its native API (/api/chat), with JSON-schema constrained output via `format`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fixgraph.llm.backends.http import request_json
+from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages, drop_none
+
+
+@LLMS.register("ollama")
+class OllamaLLM:
+    kind = "ollama"
+    supports_schema = True  # ollama >= 0.5 compiles `format: <schema>` into a grammar
+
+    def __init__(
+        self,
+        name: str = "ollama",
+        model: str = "",
+        host: str = "http://127.0.0.1:11434",
+        timeout_s: float = 120,
+        **_: Any,
+    ) -> None:
+        if not model:
+            raise ValueError(f"llm {name}: needs a `model` (an ollama model tag, e.g. qwen2.5-coder:1.5b)")
+        self.name, self.model, self.host, self.timeout_s = name, model, host.rstrip("/"), timeout_s
+
+    def identity(self) -> str:
+        """The digest ollama reports for the model tag: it changes when the weights do."""
+        tags = request_json("GET", f"{self.host}/api/tags", self.kind, self.timeout_s)
+        for entry in tags.get("models", []):
+            if self.model in (entry.get("name"), entry.get("model")):
+                return f"ollama:{self.model}@{entry.get('digest', '')}"
+        raise LLMUnavailableError(
+            f"llm {self.name}: model {self.model!r} is not available on the ollama server at {self.host}; "
+            f"run `ollama pull {self.model}`"
+        )
+
+    def complete(self, prompt: str, **params: Any) -> Completion:
+        options = drop_none(
+            {
+                "temperature": params.get("temperature"),
+                "num_predict": params.get("max_tokens"),
+                "seed": params.get("seed"),
+                "top_p": params.get("top_p"),
+                "num_ctx": params.get("num_ctx"),
+                "stop": params.get("stop"),
+            }
+        )
+        payload = drop_none(
+            {
+                "model": self.model,
+                "messages": chat_messages(prompt, params.get("system")),
+                "stream": False,
+                "format": params.get("schema"),
+                "options": options,
+            }
+        )
+        started = time.perf_counter()
+        reply = request_json("POST", f"{self.host}/api/chat", self.kind, self.timeout_s, payload)
+        seconds = time.perf_counter() - started
+        return Completion(
+            text=str(reply.get("message", {}).get("content", "")),
+            input_tokens=int(reply.get("prompt_eval_count", 0)),
+            output_tokens=int(reply.get("eval_count", 0)),
+            seconds=seconds,
+            model=self.model,
+        )

@@ -1,0 +1,114 @@
+"""`LLMClient`: the one object the pipeline calls, whatever the backend.
+
+It adds what every backend needs and none should reimplement: the SQLite answer cache, a concurrency
+limit (a semaphore around backend calls; `map` runs work on that many threads), default request
+parameters from config, structured output with validation and one retry, and token/time accounting
+per stage.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fixgraph.llm.base import LLM, Completion
+from fixgraph.llm.cache import LLMCache, cache_key
+from fixgraph.llm.structured import StructuredOutputError, StructuredResult, check, retry_prompt
+from fixgraph.llm.usage import UsageMeter
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class LLMClient:
+    def __init__(
+        self,
+        backend: LLM,
+        cache: Mapping[str, Any] | None = None,
+        max_concurrency: int = 1,
+        generation: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"llm {backend.name}: max_concurrency must be >= 1, got {max_concurrency}")
+        self.backend = backend
+        self.name = backend.name
+        self.kind = backend.kind
+        self.max_concurrency = max_concurrency
+        self.generation = dict(generation or {})  # default request parameters
+        cache = cache or {}
+        enabled = bool(cache.get("enabled", True)) and bool(cache.get("path"))
+        self.cache_path = Path(str(cache["path"])) if enabled else None
+        self._cache: LLMCache | None = None
+        self.usage = UsageMeter()
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._identity: str | None = None
+        self._identity_lock = threading.Lock()
+
+    @property
+    def cache(self) -> LLMCache | None:
+        """Opened on first use, so building a client (e.g. to validate config) creates no file."""
+        if self._cache is None and self.cache_path is not None:
+            self._cache = LLMCache(self.cache_path)
+        return self._cache
+
+    @property
+    def supports_schema(self) -> bool:
+        return bool(self.backend.supports_schema)
+
+    def identity(self) -> str:
+        # computed once: for a GGUF file it is a sha256 over a GB, for a server a network round trip
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self.backend.identity()
+            return self._identity
+
+    def complete(self, prompt: str, stage: str = "default", **params: Any) -> Completion:
+        request = {**self.generation, **params}
+        key = ""
+        cache = self.cache
+        if cache is not None:
+            key = cache_key(self.kind, self.identity(), request, prompt)
+            hit = cache.get(key)
+            if hit is not None:
+                self.usage.record(stage, hit)
+                return hit
+        with self._slots:
+            completion = self.backend.complete(prompt, **request)
+        if cache is not None:
+            cache.put(key, self.kind, self.identity(), request, prompt, completion)
+        self.usage.record(stage, completion)
+        return completion
+
+    def complete_json(
+        self, prompt: str, schema: dict[str, Any], stage: str = "default", **params: Any
+    ) -> StructuredResult:
+        """A JSON value valid under `schema`, or StructuredOutputError after one retry with the error."""
+        constrained = {"schema": schema} if self.supports_schema else {}
+        completions: list[Completion] = []
+        attempt_prompt = prompt
+        error = ""
+        for _ in range(2):
+            completion = self.complete(attempt_prompt, stage=stage, **constrained, **params)
+            completions.append(completion)
+            value, problem = check(completion.text, schema)
+            if problem is None:
+                return StructuredResult(value, completions)
+            error = problem
+            attempt_prompt = retry_prompt(prompt, problem)
+        raise StructuredOutputError(f"llm {self.name}: invalid structured answer after a retry: {error}", completions)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterable[R]:
+        """Apply `fn` to items on `max_concurrency` threads, yielding results in input order."""
+        if self.max_concurrency == 1:
+            yield from (fn(item) for item in items)
+            return
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            yield from pool.map(fn, items)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
