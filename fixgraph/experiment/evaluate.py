@@ -84,12 +84,15 @@ def rank_all(
             hits = reranker.rerank(question.question, hits, texts)
             reranked = time.perf_counter()
             rankings[system][question.qid] = hits
+            # per-stage times a retriever reports for its last search (embed, channels, fusion, rerank...)
+            stages_ms = {f"stage_{k}": v for k, v in getattr(retriever, "last_timings", {}).items()}
             timings.append(
                 {
                     "system": system,
                     "qid": question.qid,
                     "retrieve_ms": 1000 * (retrieved - started),
                     "rerank_ms": 1000 * (reranked - retrieved),
+                    **stages_ms,
                 }
             )
     return rankings, timings

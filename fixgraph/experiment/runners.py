@@ -42,5 +42,6 @@ class RetrievalBenchmark:
 
 def build_experiment(cfg: Any) -> ExperimentRunner:
     from fixgraph.config import build
+    from fixgraph.experiment import comparison  # noqa: F401  (registers retrieval_comparison)
 
     return build(EXPERIMENTS, cfg)
