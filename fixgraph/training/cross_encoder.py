@@ -130,12 +130,12 @@ class CrossEncoderTrainer:
                 optimizer.zero_grad()
                 losses.append(loss.item())
                 step += 1
-                if step % 20 == 0:
+                if step % 10 == 0:
                     log.info(
                         "step %d/%d loss %.4f (%.0fs)",
                         step,
                         steps,
-                        sum(losses[-20:]) / 20,
+                        sum(losses[-10:]) / 10,
                         time.perf_counter() - started,
                     )
         if self.lora:
