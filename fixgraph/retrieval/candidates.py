@@ -34,8 +34,9 @@ from fixgraph.retrieval.rerank import Scorer, build_reranker
 log = logging.getLogger(__name__)
 
 
-class StaleCacheError(ValueError):
-    """The cache on disk was built from other inputs than the current config implies."""
+class StaleCacheError(ConfigError):
+    """The cache on disk was built from other inputs than the current config implies (a user error: the
+    CLI reports it in one line)."""
 
 
 @dataclass

@@ -14,10 +14,12 @@ analyzer (Porter stemmer, Lucene stopwords) instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,21 @@ def start_jvm() -> None:
         _started = True
 
 
+@contextlib.contextmanager
+def java_stdout_to_stderr() -> Iterator[None]:
+    """Anserini logs to the process's stdout (fd 1) from Java; move it to stderr so that commands
+    printing JSON on stdout (`fixgraph bench ...`) stay parseable."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 class LuceneBM25:
     """One Lucene index per workdir; `search` returns Lucene's BM25 top k."""
 
@@ -84,15 +101,17 @@ class LuceneBM25:
         index_dir = workdir / "lucene"
         args = ["-index", str(index_dir), "-storeDocvectors"]
         args += ["-pretokenized"] if self.pretokenized else ["-language", "en", "-stemmer", "porter"]
-        indexer = LuceneIndexer(args=args, threads=self.threads)
-        indexer.add_batch_raw([json.dumps({"id": i, "contents": t}) for i, t in zip(ids, texts, strict=True)])
-        indexer.close()
+        with java_stdout_to_stderr():
+            indexer = LuceneIndexer(args=args, threads=self.threads)
+            indexer.add_batch_raw([json.dumps({"id": i, "contents": t}) for i, t in zip(ids, texts, strict=True)])
+            indexer.close()
 
     def load(self, workdir: Path) -> None:
         start_jvm()
         from pyserini.search.lucene import LuceneSearcher
 
-        searcher = LuceneSearcher(str(workdir / "lucene"))
+        with java_stdout_to_stderr():
+            searcher = LuceneSearcher(str(workdir / "lucene"))
         searcher.set_bm25(float(self.k1), float(self.b))
         if self.pretokenized:
             from pyserini.analysis import JWhiteSpaceAnalyzer

@@ -32,9 +32,10 @@ def test_lucene_backend_agrees_with_bm25s(tmp_path: Path) -> None:
         assert [h.score for h in ours] == pytest.approx([h.score for h in lucene], rel=0.02), query
 
 
-def test_lucene_porter_analyzer_indexes_raw_text(tmp_path: Path) -> None:
+def test_lucene_porter_analyzer_indexes_raw_text(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     cfg = {"name": "bm25", "kind": "bm25", "backend": "pyserini", "lucene_analyzer": "porter"}
     build_retriever(cfg).build(CHUNKS, tmp_path)
+    assert "SimpleIndexer" not in capfd.readouterr().out  # Java's log must not pollute JSON on stdout
     retriever = build_retriever(cfg)
     retriever.load(CHUNKS, tmp_path)
     assert retriever.search("Blinking routers", 1)[0].chunk_id == "b"  # Porter: blinking -> blink, routers -> router
