@@ -102,7 +102,7 @@ def test_mlflow_ui_lists_runs_with_params_metrics_artifacts(project: Path) -> No
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(120):
+        for _ in range(360):  # up to 3 min: the server's 4 workers start slowly on a busy 2-core machine
             try:
                 urllib.request.urlopen(f"{base}/health", timeout=1)
                 break
