@@ -103,3 +103,8 @@ def test_tiny_cross_encoder_training_run(fixture_config: Callable[..., DictConfi
     reranker = build_reranker({"name": "ce", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64})
     scores = reranker.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
     assert scores.shape == (3,) and np.isfinite(scores).all()
+    quantised = build_reranker(
+        {"name": "ce8", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64, "quantize": True}
+    )
+    int8 = quantised.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
+    assert int8.shape == (3,) and np.isfinite(int8).all()
