@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     llm.add_argument("action", choices=["list", "assemble"])
     llm.add_argument("model", nargs="?", help="catalog name (see `fixgraph llm list`)")
     llm.add_argument("--model-dir", type=Path, default=Path("models"))
+    command("reranker-data", "derive cross-encoder training groups from the corpus (never from questions)")
+    command("train-reranker", "fine-tune the cross-encoder reranker on the corpus-derived groups")
+    command("candidates", "build the split's candidate cache (first-stage lists + scorer scores) for sweeps")
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
@@ -142,6 +145,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(stages.ingest(cfg).info)
     elif args.command == "chunk":
         print(stages.chunk(cfg).info)
+    elif args.command in ("reranker-data", "train-reranker"):
+        from fixgraph.training import stages as training
+
+        step = training.reranker_data if args.command == "reranker-data" else training.train_reranker
+        print(step(cfg).info)
+    elif args.command == "candidates":
+        from fixgraph.experiment.candidates import build_candidates, cache_dir
+
+        cache = build_candidates(cfg)
+        print(f"{cache_dir(cfg)}: {len(cache.qids)} questions, channels {cache.channels}, scorers {cache.scorers}")
     elif args.command == "index":
         systems = systems_of(cfg)
         if args.system is not None and args.system not in systems:

@@ -86,6 +86,8 @@ def rank_all(
             hits = reranker.rerank(question.question, hits, texts)
             reranked = time.perf_counter()
             rankings[system][question.qid] = hits
+            # per-stage times a retriever reports for its last search (embed, channels, fusion, rerank...)
+            stages_ms = {f"stage_{k}": v for k, v in getattr(retriever, "last_timings", {}).items()}
             if traces is not None and hasattr(retriever, "trace"):
                 traces.setdefault(system, []).append({"qid": question.qid, **retriever.trace(question.question)})
             timings.append(
@@ -94,6 +96,7 @@ def rank_all(
                     "qid": question.qid,
                     "retrieve_ms": 1000 * (retrieved - started),
                     "rerank_ms": 1000 * (reranked - retrieved),
+                    **stages_ms,
                 }
             )
     return rankings, timings

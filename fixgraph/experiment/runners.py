@@ -49,6 +49,6 @@ class RetrievalBenchmark:
 
 def build_experiment(cfg: Any) -> ExperimentRunner:
     from fixgraph.config import build
-    from fixgraph.experiment import graph_benchmark  # noqa: F401  (registers graph_benchmark)
+    from fixgraph.experiment import comparison, graph_benchmark  # noqa: F401  (register their experiments)
 
     return build(EXPERIMENTS, cfg)

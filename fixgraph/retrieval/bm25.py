@@ -1,4 +1,8 @@
-"""BM25 over chunk text (with page title and headings), backend bm25s."""
+"""BM25 over chunk text (with page title and headings); backends bm25s (default) and Lucene (pyserini).
+
+k1, b and the analyzer are pinned in config for both backends (conf/retriever/bm25.yaml), since their
+library defaults differ (bm25s 1.5/0.75, pyserini 0.9/0.4).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ import numpy as np
 from fixgraph.corpus.models import Chunk
 from fixgraph.io import read_json, write_json
 from fixgraph.retrieval.base import RETRIEVERS, Hit, hits_from_scores
+from fixgraph.retrieval.lucene import LuceneBM25, document_texts
 
+BACKENDS = ("bm25s", "pyserini")
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # Lucene-like: words of two or more characters
 
 
@@ -62,17 +68,28 @@ class BM25Retriever:
         b: float = 0.4,
         analyzer: dict[str, Any] | None = None,
         depth: int = 100,
+        lucene_analyzer: str | None = None,
         **_: Any,
     ) -> None:
-        if backend != "bm25s":
-            raise ValueError(f"retriever {name}: unknown bm25 backend {backend!r}; valid: bm25s")
+        if backend not in BACKENDS:
+            raise ValueError(f"retriever {name}: unknown bm25 backend {backend!r}; valid: {', '.join(BACKENDS)}")
         self.name = name
+        self.backend = backend
         self.method, self.k1, self.b, self.depth = method, k1, b, depth
         self.analyzer = Analyzer(**(analyzer or {}))
         self._index: Any = None
         self._ids: list[str] = []
+        self._lucene: LuceneBM25 | None = None
+        if backend == "pyserini":
+            self._lucene = LuceneBM25(k1, b, lucene_analyzer)
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        if self._lucene is not None:
+            analyze = self.analyzer if self._lucene.pretokenized else None
+            self._lucene.build([c.id for c in chunks], document_texts(chunks, analyze), workdir)
+            write_json(workdir / "ids.json", [c.id for c in chunks])
+            self._ids = [c.id for c in chunks]
+            return
         import bm25s
 
         corpus = [self.analyzer(c.index_text()) for c in chunks]
@@ -89,9 +106,15 @@ class BM25Retriever:
         self._ids = list(read_json(workdir / "ids.json"))
         if self._ids != [c.id for c in chunks]:
             raise ValueError(f"{workdir}: BM25 index was built for other chunks; rebuild it")
+        if self._lucene is not None:
+            self._lucene.load(workdir)
+            return
         self._index = bm25s.BM25.load(str(workdir / "bm25s"), show_progress=False)
 
     def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every chunk, in index order (bm25s backend only: Lucene returns a top k)."""
+        if self._index is None:
+            raise ValueError(f"retriever {self.name}: full score vectors need the bm25s backend")
         vocab = self._index.vocab_dict
         tokens = [t for t in self.analyzer(query) if t in vocab]
         if not tokens:
@@ -99,5 +122,8 @@ class BM25Retriever:
         return np.asarray(self._index.get_scores(tokens), dtype=np.float32)
 
     def search(self, query: str, k: int) -> list[Hit]:
+        if self._lucene is not None:
+            text = " ".join(self.analyzer(query)) if self._lucene.pretokenized else query
+            return self._lucene.search(text, k)
         scores = self.scores(query)
         return [h for h in hits_from_scores(scores, self._ids, k) if h.score > 0]

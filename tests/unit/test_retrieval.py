@@ -97,3 +97,54 @@ def test_embedding_cache_reuses_vectors(tmp_path: Path) -> None:
     second = cache.embed(Counting(), ["z", "x y", "new"])
     assert Counting.calls == 3  # "x y", "z", then only "new"
     assert (second[1] == first[0]).all() and (second[0] == first[1]).all()
+
+
+HASHING = {"name": "hashing", "kind": "hashing", "dim": 256}
+
+
+def test_hnsw_finds_the_exact_neighbours_on_a_small_corpus(tmp_path: Path) -> None:
+    exact_cfg = {"name": "dense", "kind": "dense", "embedder": HASHING}
+    hnsw_cfg = {**exact_cfg, "index": "hnsw", "hnsw": {"m": 8, "ef_construction": 40, "ef_search": 16}}
+    results = []
+    for name, cfg in (("exact", exact_cfg), ("hnsw", hnsw_cfg)):
+        build_retriever(cfg).build(CHUNKS, tmp_path / name)
+        retriever = build_retriever(cfg)
+        retriever.load(CHUNKS, tmp_path / name)
+        results.append(retriever.search("amber light router", 3))
+    assert results[0][0].chunk_id == results[1][0].chunk_id == "b"
+    # same neighbours with the same inner products (the two zero-score chunks may tie in either order)
+    assert {h.chunk_id: h.score for h in results[0]} == pytest.approx(
+        {h.chunk_id: h.score for h in results[1]}, abs=1e-5
+    )
+    assert (tmp_path / "hnsw" / "hnsw.faiss").exists()
+
+
+def test_router_sends_natural_questions_to_dense_and_keywords_to_hybrid(tmp_path: Path) -> None:
+    bm25 = {"name": "bm25", "kind": "bm25"}
+    dense = {"name": "dense", "kind": "dense", "embedder": HASHING}
+    hybrid = {"name": "hybrid", "kind": "hybrid", "channels": {"bm25": bm25, "dense": dense}}
+    cfg = {
+        "name": "router",
+        "kind": "router",
+        "systems": {"dense": dense, "hybrid": hybrid},
+        "routes": {"lexical": "hybrid", "natural": "dense"},
+    }
+    build_retriever(cfg).build(CHUNKS, tmp_path)
+    router = build_retriever(cfg)
+    router.load(CHUNKS, tmp_path)
+    router.search("amber light", 3)
+    assert router.last_route == "hybrid"  # type: ignore[attr-defined]
+    router.search("the little lamp on my router keeps flashing an orange colour at me all day", 3)
+    assert router.last_route == "dense"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="routes"):
+        build_retriever({**cfg, "routes": {"lexical": "nope", "natural": "dense"}})
+
+
+def test_weighted_hybrid_needs_weights_for_its_channels() -> None:
+    bm25 = {"name": "bm25", "kind": "bm25"}
+    dense = {"name": "dense", "kind": "dense", "embedder": HASHING}
+    base = {"name": "h", "kind": "hybrid", "fusion": "weighted", "channels": {"bm25": bm25, "dense": dense}}
+    with pytest.raises(ValueError, match="needs `weights`"):
+        build_retriever(base)
+    with pytest.raises(ValueError, match="must name channels"):
+        build_retriever({**base, "weights": {"bm25": 1.0}})

@@ -1,0 +1,146 @@
+"""Per-query latency of every retrieval stage on the split's questions, and cache re-scoring time.
+
+Prints medians (p50) and p95 in ms per query for BM25 (bm25s and Lucene), dense (exact and HNSW; and
+the query-embedding path against sentence-transformers' `encode`), hybrid (RRF), hybrid + cross-encoder
+rerank of the top 30 (fp32 and int8), the bm25s / pyserini queries-per-second ratio measured in the same
+run, and the time to re-score every question from the candidate cache. Targets (issue 4, 2-core CPU):
+BM25 and dense < 10 ms, hybrid < 20 ms, hybrid + rerank@30 <= 250 ms, cache re-scoring < 1 s.
+
+Options (Hydra overrides): +bench.rerank_questions=N (default 40: the reranker is the slow part),
++bench.skip=[lucene,rerank,cache].
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from fixgraph.evaluation.splits import build_split
+from fixgraph.experiment.stages import chunk, load_chunks, open_retriever
+
+
+def timed(fn: Callable[[str], Any], queries: Sequence[str]) -> dict[str, float]:
+    fn(queries[0])  # warm-up: model load, JIT, caches
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        fn(query)
+        times.append(1000 * (time.perf_counter() - started))
+    return {
+        "p50_ms": round(statistics.median(times), 3),
+        "p95_ms": round(float(np.percentile(times, 95)), 3),
+        "queries": len(times),
+    }
+
+
+def system_cfg(cfg: DictConfig, option: str, **overrides: Any) -> DictConfig:
+    from fixgraph.config import compose
+
+    base = [f"paths.artifacts={cfg.paths.artifacts}", f"corpus={cfg.corpus.name}"]
+    composed = compose([*base, f"retriever={option}", *(f"retriever.{k}={v}" for k, v in overrides.items())])
+    node = composed.retriever
+    assert isinstance(node, DictConfig)
+    return node
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    options = OmegaConf.to_container(cfg.get("bench", {}) or {}, resolve=True)
+    assert isinstance(options, dict)
+    skip = set(options.get("skip", []))
+    questions = [q.question for q in build_split(cfg.split).load()]
+    chunk(cfg)
+    chunks = load_chunks(cfg)
+    out: dict[str, Any] = {
+        "corpus": str(cfg.corpus.name),
+        "chunks": len(chunks),
+        "questions": len(questions),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "systems": {},
+    }
+    systems = out["systems"]
+    depth = int(cfg.evaluation.depth)
+
+    def measure(name: str, option: str, queries: Sequence[str] = questions, **overrides: Any) -> Any:
+        retriever = open_retriever(cfg, f"bench-{name}", system_cfg(cfg, option, **overrides), chunks)
+        systems[name] = timed(lambda q: retriever.search(q, depth), queries)
+        return retriever
+
+    measure("bm25", "bm25")
+    if "lucene" not in skip:
+        measure("bm25_lucene", "bm25_lucene")
+        ratio = systems["bm25_lucene"]["p50_ms"] / systems["bm25"]["p50_ms"]
+        out["bm25s_vs_pyserini"] = {
+            "bm25s_qps": round(1000 / systems["bm25"]["p50_ms"], 1),
+            "pyserini_qps": round(1000 / systems["bm25_lucene"]["p50_ms"], 1),
+            "bm25s_speedup": round(ratio, 3),
+        }
+    dense = measure("dense", "dense")
+    measure("dense_hnsw", "dense_hnsw")
+    model = dense.embedder.model
+    systems["dense_query_embedding"] = timed(lambda q: dense.embed_query(q), questions)
+    systems["sentence_transformers_encode"] = timed(
+        lambda q: model.encode([q], normalize_embeddings=True, show_progress_bar=False), questions
+    )
+    out["embedding_speedup_vs_encode"] = round(
+        systems["sentence_transformers_encode"]["p50_ms"] / systems["dense_query_embedding"]["p50_ms"], 3
+    )
+    measure("hybrid", "hybrid")
+    if "rerank" not in skip:
+        subset = questions[: int(options.get("rerank_questions", 40))]
+        measure("hybrid_ce", "hybrid_ce", subset)
+        measure("hybrid_ce_int8", "hybrid_ce", subset, **{"reranker.quantize": "true"})
+    if "cache" not in skip:
+        out["cache_rescoring"] = cache_rescoring(cfg)
+    out["targets_met"] = {
+        "bm25_under_10ms": systems["bm25"]["p50_ms"] < 10,
+        "dense_under_10ms": systems["dense"]["p50_ms"] < 10,
+        "hybrid_under_20ms": systems["hybrid"]["p50_ms"] < 20,
+        **(
+            {
+                "hybrid_rerank30_under_250ms": min(systems["hybrid_ce"]["p50_ms"], systems["hybrid_ce_int8"]["p50_ms"])
+                <= 250
+            }
+            if "hybrid_ce" in systems
+            else {}
+        ),
+        **({"cache_rescore_under_1s": out["cache_rescoring"]["rerank_p50_s"] < 1} if "cache_rescoring" in out else {}),
+    }
+    return out
+
+
+def cache_rescoring(cfg: DictConfig) -> dict[str, Any]:
+    """Time to re-score every cached question (fusion alone, and fusion + blended rerank of 30)."""
+    from fixgraph.experiment.candidates import build_candidates, open_cache
+    from fixgraph.retrieval.candidates import StaleCacheError
+    from fixgraph.retrieval.rescore import RescoreParams, rescore
+
+    try:
+        cache = open_cache(cfg)
+    except (FileNotFoundError, StaleCacheError):
+        cache = build_candidates(cfg)
+    fusion = RescoreParams(rrf_k=60)
+    rerank = RescoreParams(
+        rrf_k=20, rerank_top_n=30, rerank_weights={**dict.fromkeys(cache.scorers, 0.7), "first_stage": 0.3}
+    )
+
+    def seconds(params: RescoreParams) -> float:
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            rescore(cache, params)
+            times.append(time.perf_counter() - started)
+        return round(statistics.median(times), 4)
+
+    return {
+        "questions": len(cache.qids),
+        "fusion_p50_s": seconds(fusion),
+        "rerank_p50_s": seconds(rerank),
+        "unscored_in_top30": rescore(cache, rerank).unscored,
+    }

