@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.metrics import retrieval_metrics
-from fixgraph.evaluation.paired import paired_permutation_test
+from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import build_split
 from fixgraph.experiment.candidates import open_cache
 from fixgraph.experiment.stages import chunk, load_chunks, load_documents
@@ -71,7 +71,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     for name, frame in frames.items():
         if name != "hybrid":
             results[name]["p_vs_hybrid"] = {
-                m: round(paired_permutation_test(base[m].to_numpy(), frame[m].to_numpy()), 4) for m in METRICS
+                m: round(paired_permutation_tests(frame[m].to_numpy() - base[m].to_numpy())[0].p_value, 4)
+                for m in METRICS
             }
     return {
         "questions": len(cache.qids),

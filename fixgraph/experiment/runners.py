@@ -26,9 +26,10 @@ EXPERIMENTS: Registry[ExperimentRunner] = Registry("experiment")
 class RetrievalBenchmark:
     """Score every configured system on the split (or a given question file) and record it."""
 
-    def __init__(self, name: str, baseline: str | None = None, **_: Any) -> None:
+    def __init__(self, name: str, baseline: str | None = None, build_graph: bool = False, **_: Any) -> None:
         self.name = name
         self.baseline = baseline
+        self.build_graph = build_graph  # graph retrievers read the knowledge graph: build it (cached) first
 
     def run(
         self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
@@ -37,6 +38,10 @@ class RetrievalBenchmark:
 
         if self.baseline is not None and self.baseline not in systems_of(cfg):
             raise ConfigError(f"experiment {self.name}: baseline {self.baseline!r} is not one of the systems")
+        if self.build_graph:
+            from fixgraph.experiment import graph_stage
+
+            graph_stage.build(cfg, track=track)
         result = evaluate(cfg, questions, name, track)
         if self.baseline is not None and len(result.info["systems"]) > 1:
             from fixgraph.experiment.comparing import attach_comparison
@@ -49,6 +54,5 @@ class RetrievalBenchmark:
 
 def build_experiment(cfg: Any) -> ExperimentRunner:
     from fixgraph.config import build
-    from fixgraph.experiment import comparison, graph_benchmark  # noqa: F401  (register their experiments)
 
     return build(EXPERIMENTS, cfg)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from fixgraph.evaluation.paired import compare_systems, paired_permutation_test
 from fixgraph.retrieval.base import Hit, build_retriever
 from fixgraph.retrieval.llm_rerank import LLMReranker, yes_probability
 from fixgraph.retrieval.router import classify_query
@@ -71,23 +68,3 @@ def test_reranked_retriever_reorders_first_stage(tmp_path: Path) -> None:
 )
 def test_router_rules(query: str, kind: str) -> None:
     assert classify_query(query) == kind
-
-
-def test_paired_permutation_matches_full_enumeration() -> None:
-    a = np.array([0.0, 0.5, 1.0, 0.0, 1.0])
-    b = np.array([1.0, 1.0, 1.0, 0.5, 0.0])
-    observed = abs((b - a).mean())
-    flips = [abs(((b - a) * np.array(signs)).mean()) for signs in itertools.product([1, -1], repeat=5)]
-    exact = sum(f >= observed - 1e-12 for f in flips) / len(flips)
-    assert paired_permutation_test(a, b, resamples=10000) == pytest.approx(exact)
-
-
-def test_compare_systems_uses_scored_questions_only() -> None:
-    rows = [
-        {"system": s, "qid": q, "scored": q != "q4", "recall_at_8": v}
-        for s, values in {"base": [0, 0, 1, 1], "new": [1, 1, 1, 0]}.items()
-        for q, v in zip(["q1", "q2", "q3", "q4"], values, strict=True)
-    ]
-    result = compare_systems(pd.DataFrame(rows), "base", "new", "recall_at_8")
-    assert (result.n, result.wins, result.losses, result.ties) == (3, 2, 0, 1)
-    assert result.delta == pytest.approx(2 / 3)
