@@ -21,8 +21,7 @@ import numpy as np
 
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.store import read_documents
-from fixgraph.io import read_json, write_json
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
+from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, write_chunk_ids
 from fixgraph.retrieval.ppr import min_max, personalized_pagerank
 
 DEFAULT_LINK_WEIGHTS = {"guide": 0.5, "seealso": 1.0, "inline": 1.0, "next": 0.5}
@@ -69,11 +68,10 @@ class _LinkLayerBase:
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         self.channel.build(chunks, workdir / "channel")
-        write_json(workdir / "ids.json", [c.id for c in chunks])
+        write_chunk_ids(workdir, chunks)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        if read_json(workdir / "ids.json") != [c.id for c in chunks]:
-            raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
+        check_chunk_ids(workdir, chunks)
         self.channel.load(chunks, workdir / "channel")
         if not self.documents_path.exists():
             raise FileNotFoundError(f"{self.documents_path} not found; run `fixgraph ingest` first")

@@ -13,7 +13,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
+from fixgraph.io import read_json, write_json
 from fixgraph.registry import Registry
+
+
+def write_chunk_ids(workdir: Path, chunks: Sequence[Chunk]) -> None:
+    """Record which chunks an index was built for (graph indexes hold no copy of the text)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_json(workdir / "ids.json", [c.id for c in chunks])
+
+
+def check_chunk_ids(workdir: Path, chunks: Sequence[Chunk]) -> None:
+    if read_json(workdir / "ids.json") != [c.id for c in chunks]:
+        raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
 
 
 @dataclass(frozen=True)

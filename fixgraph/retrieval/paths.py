@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.io import read_json, write_json
 from fixgraph.kg.ontology import Ontology, build_ontology
-from fixgraph.retrieval.base import RETRIEVERS, Hit, hits_from_scores
+from fixgraph.retrieval.base import RETRIEVERS, Hit, check_chunk_ids, hits_from_scores
 from fixgraph.retrieval.ppr import _BASE_ARGS, _GraphRetrieverBase
 
 Step = tuple[int, str, str, bool]  # neighbour, relation, edge id, crossed forward (source -> target)
@@ -52,13 +51,8 @@ class TypedPathRetriever(_GraphRetrieverBase):
         self.edge_chunks: dict[str, list[int]] = {}
         self.node_chunks: list[np.ndarray] = []
 
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        write_json(workdir / "ids.json", [c.id for c in chunks])
-
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        if read_json(workdir / "ids.json") != [c.id for c in chunks]:
-            raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
+        check_chunk_ids(workdir, chunks)
         index = self._load_graph(chunks)
         self.ontology = build_ontology(self.ontology_cfg)
         self.adjacency = [[] for _ in range(index.n_nodes)]

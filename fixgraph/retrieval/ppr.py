@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.io import read_json, write_json
 from fixgraph.kg.loaders import passage_node, to_igraph
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, hits_from_scores
+from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, hits_from_scores, write_chunk_ids
 from fixgraph.retrieval.embedders import build_embedder
 from fixgraph.retrieval.entity_linking import EntityLinker, Seed
 from fixgraph.retrieval.graph_index import GraphIndex, load_graph_index
@@ -118,6 +117,9 @@ class _GraphRetrieverBase:
         self.linker: EntityLinker | None = None
         self.traces: dict[str, dict[str, Any]] = {}
 
+    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        write_chunk_ids(workdir, chunks)  # the graph itself is the `graph` stage's output
+
     def _load_graph(self, chunks: Sequence[Chunk]) -> GraphIndex:
         from fixgraph.kg.ontology import build_ontology
 
@@ -161,13 +163,8 @@ class HippoRAG1Retriever(_GraphRetrieverBase):
         super().__init__(name, graph_dir, **kw)
         self.graph: Any = None
 
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        write_json(workdir / "ids.json", [c.id for c in chunks])
-
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        if read_json(workdir / "ids.json") != [c.id for c in chunks]:
-            raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
+        check_chunk_ids(workdir, chunks)
         index = self._load_graph(chunks)
         self.graph = self._edges_with_synonyms(to_igraph(index.store))
 
@@ -215,11 +212,10 @@ class HippoRAG2Retriever(_GraphRetrieverBase):
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         self.dense.build(chunks, workdir / "dense")
-        write_json(workdir / "ids.json", [c.id for c in chunks])
+        write_chunk_ids(workdir, chunks)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        if read_json(workdir / "ids.json") != [c.id for c in chunks]:
-            raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
+        check_chunk_ids(workdir, chunks)
         self.dense.load(chunks, workdir / "dense")
         index = self._load_graph(chunks)
         graph = to_igraph(index.store, passages=index.chunk_ids, passage_edge_weight=self.passage_edge_weight)
