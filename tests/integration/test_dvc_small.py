@@ -63,7 +63,7 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     sh(root, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "small project")
 
     first = sh(root, "dvc", "repro")
-    assert ran(first) == {"split", "ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"}
+    assert ran(first) == {"split", "ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate"}
     split = json.loads((root / "benchmarks/small/split.json").read_text())
     assert sum(split["counts"]["dev"].values()) == 11
     info = json.loads((root / "artifacts/eval/mallard_folder/dev/info.json").read_text())
