@@ -123,8 +123,10 @@ class SentenceTransformerEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         texts = [self.query_prefix + t for t in texts]
-        if len(texts) == 1 and self._direct_path():
-            return self._embed_one(texts[0])[None, :]
+        # a handful of short texts (a query, its phrases for entity linking): the one-thread direct path
+        # beats encode()'s batching, which pads and fights other processes for every core
+        if len(texts) <= 16 and self._direct_path():
+            return np.stack([self._embed_one(t) for t in texts])
         return self._encode(texts)
 
     def _direct_path(self) -> bool:
