@@ -60,7 +60,10 @@ ui: setup
 	$(BIN)/fixgraph ui
 
 lock: setup
-	( sed -n 1,3p $(LOCK); $(BIN)/pip freeze --exclude-editable | sort -f ) > $(LOCK).new && mv $(LOCK).new $(LOCK)
+	# a package installed from a locally built wheel (llama-cpp-python) is pinned by version, not by path
+	( sed -n 1,3p $(LOCK); $(BIN)/pip freeze --exclude-editable \
+	  | sed -E 's|^([A-Za-z0-9_.-]+) @ file://.*/[A-Za-z0-9_.]+-([0-9][^-]*)-.*\.whl.*$$|\1==\2|' | sort -f ) > $(LOCK).new \
+	  && mv $(LOCK).new $(LOCK)
 
 clean:
 	rm -rf artifacts mlruns/* mlflow.db
