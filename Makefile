@@ -9,6 +9,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCK := requirements/constraints.txt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) 2>/dev/null | sha256sum | cut -c1-16)
+# DVC stages call `fixgraph ...`: the virtual environment's bin comes first on PATH for every recipe
+export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MLFLOW_DISABLE_TELEMETRY=true DVC_NO_ANALYTICS=1
 
 .PHONY: setup main test test-slow lint ui lock clean models llm
