@@ -48,6 +48,7 @@ class RetrievalBenchmark:
 
 
 def build_experiment(cfg: Any) -> ExperimentRunner:
+    from fixgraph.answer import run  # noqa: F401  (registers answers)
     from fixgraph.config import build
     from fixgraph.experiment import graph_benchmark  # noqa: F401  (registers graph_benchmark)
 
