@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fixgraph.answer.parsing import ANSWER_SCHEMA, parse_reply
+from fixgraph.answer.parsing import ANSWER_SCHEMA, model_abstained, parse_reply
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.corpus.models import Chunk
 from fixgraph.llm.base import Completion
@@ -185,7 +185,7 @@ class GroundedAnswerer(_Base):
             valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= len(context)]
             result.stripped_citations += len(numbers) - len(valid)
             result.sentences.append(Sentence(text, tuple(dict.fromkeys(valid))))
-        if parsed.abstained and self.policy.model:
+        if model_abstained(parsed) and self.policy.model:
             result.sentences, result.abstained, result.abstain_reason = [], True, "model"
         elif self.policy.uncited and not result.cited_chunks:
             result.sentences, result.abstained, result.abstain_reason = [], True, "uncited"
@@ -213,9 +213,10 @@ class ClosedBookAnswerer(_Base):
         result.reply_format = parsed.format
         result.stripped_citations = sum(len(numbers) for _, numbers in parsed.sentences)
         result.sentences = [Sentence(text) for text, _ in parsed.sentences]
-        if (parsed.abstained and self.policy.model) or not result.sentences:
+        said = model_abstained(parsed) and self.policy.model
+        if said or not result.sentences:
             result.sentences, result.abstained = [], True
-            result.abstain_reason = "model" if parsed.abstained else "empty_answer"
+            result.abstain_reason = "model" if said else "empty_answer"
         return result
 
 

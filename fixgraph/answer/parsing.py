@@ -45,7 +45,12 @@ ABSTAIN_TEXT = re.compile(
 class ParsedAnswer:
     abstained: bool
     sentences: list[tuple[str, list[int]]] = field(default_factory=list)  # (text, source numbers)
-    format: str = "json"  # json | truncated_json | text (fallback) | empty
+    format: str = "json"  # json | truncated_json | invalid_json | text | empty
+
+
+def model_abstained(parsed: ParsedAnswer) -> bool:
+    """The model said it cannot answer (an empty or unusable reply is a failure, not an abstention)."""
+    return parsed.abstained and parsed.format not in ("empty", "invalid_json")
 
 
 def parse_reply(text: str) -> ParsedAnswer:
@@ -56,7 +61,8 @@ def parse_reply(text: str) -> ParsedAnswer:
             for s in value["sentences"]
             if str(s["text"]).strip()
         ]
-        return ParsedAnswer(bool(value["abstain"]) or not sentences, [] if value["abstain"] else sentences)
+        # sentences are kept even with abstain=true: whether to honour the abstention is the caller's policy
+        return ParsedAnswer(bool(value["abstain"]) or not sentences, sentences)
     return parse_text(text)
 
 
@@ -65,8 +71,6 @@ TRUNCATED_SENTENCE = re.compile(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"citati
 
 def parse_truncated(text: str) -> ParsedAnswer | None:
     """The complete sentence objects of a JSON reply cut off by max_tokens (None when it is not one)."""
-    if not text.lstrip().startswith("{"):
-        return None
     sentences = []
     for raw, numbers in TRUNCATED_SENTENCE.findall(text):
         try:
@@ -79,17 +83,17 @@ def parse_truncated(text: str) -> ParsedAnswer | None:
         partial = re.search(r'"text"\s*:\s*"((?:[^"\\]|\\.)*)', text)
         if partial and partial.group(1).strip():
             sentences.append((partial.group(1).rstrip("\\").strip(), []))
-    abstained = bool(re.search(r'"abstain"\s*:\s*true', text)) or not sentences
-    return ParsedAnswer(abstained, [] if abstained else sentences, "truncated_json")
+    if not sentences and not re.search(r'"abstain"\s*:\s*true', text):
+        return None
+    return ParsedAnswer(bool(re.search(r'"abstain"\s*:\s*true', text)) or not sentences, sentences, "truncated_json")
 
 
 def parse_text(text: str) -> ParsedAnswer:
     body = text.strip()
     if not body:
         return ParsedAnswer(True, [], "empty")
-    truncated = parse_truncated(body)
-    if truncated is not None:
-        return truncated
+    if body.startswith("{"):  # JSON that is neither valid nor a truncated answer: nothing usable
+        return parse_truncated(body) or ParsedAnswer(True, [], "invalid_json")
     sentences: list[tuple[str, list[int]]] = []
     for piece in SENTENCE_END.split(body):
         numbers = [int(n) for group in MARKER.findall(piece) for n in group.split(",")]

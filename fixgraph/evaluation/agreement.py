@@ -103,9 +103,13 @@ class PPIEstimate:
 
 
 def ppi_mean(
-    labels: Mapping[str, float], grades: Mapping[str, float | None], alpha: float = 0.05
+    labels: Mapping[str, float], grades: Mapping[str, float | None], alpha: float = 0.05, power_tuning: bool = True
 ) -> PPIEstimate | None:
-    """Prediction-powered mean correctness with its (1 - alpha) CI; None without labelled items."""
+    """Prediction-powered mean correctness with its (1 - alpha) CI; None without labelled items.
+
+    power_tuning (PPI++): ppi-python picks the weight of the judge's grades that minimises the variance
+    (0 = ignore the judge, classical estimate); off, the weight is 1 (the original PPI estimator).
+    """
     from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 
     human, judge = paired(labels, grades)
@@ -113,7 +117,8 @@ def ppi_mean(
     if len(human) < 2 or not unlabelled:
         return None
     y, yhat, yhat_u = np.asarray(human), np.asarray(judge), np.asarray(unlabelled)
-    point = float(np.ravel(ppi_mean_pointestimate(y, yhat, yhat_u))[0])
-    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=alpha))
+    lam = None if power_tuning else 1.0
+    point = float(np.ravel(ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam))[0])
+    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=alpha, lam=lam))
     c_low, c_high = (float(np.ravel(v)[0]) for v in classical_mean_ci(y, alpha=alpha))
     return PPIEstimate(point, low, high, len(y), len(yhat_u), c_low, c_high)

@@ -1,7 +1,7 @@
 """The `llm` judge: correctness on a 0 / 0.5 / 1 rubric and key-fact coverage, by a language model.
 
 It reads the question, the reference answer and the numbered key facts of the question file and grades
-one answer (prompt `judge_v1`, a versioned file). By default it runs on the answering model (the
+one answer (prompt `judge_v2`, a versioned file). By default it runs on the answering model (the
 top-level `llm`) but with its own prompt; set `judge.llm` to a model config to judge with another
 model. Its reliability is measured, not assumed: `evaluation.agreement` compares its grades with
 human labels (`fixgraph label`). A malformed grade (after one retry) is "not judged" (None), never 0.
@@ -35,7 +35,7 @@ class LLMJudge:
     def __init__(
         self,
         name: str = "llm",
-        prompt: str = "judge_v1",
+        prompt: str = "judge_v2",
         max_tokens: int = 120,
         llm: Mapping[str, Any] | None = None,
         **_: Any,
