@@ -27,7 +27,7 @@ def test_agreement_by_hand() -> None:
 
 
 def test_agreement_refuses_bad_input() -> None:
-    with pytest.raises(AgreementError, match="0.7"):
+    with pytest.raises(AgreementError, match=r"0\.7"):
         agreement([0.7], [1])
     with pytest.raises(AgreementError, match="nothing to compare"):
         agreement([], [])
@@ -53,15 +53,19 @@ def test_ppi_mean_corrects_the_judge_bias() -> None:
 
 QUESTIONS = [
     Question(qid="q1", question="How do I forget earbuds?", gold=[{"page": "a", "quote": "x"}], answer="Remove."),
-    Question(qid="q2", question="Why no sound?", gold=[{"page": "b", "quote": "y"}], answer="Unmute.", key_facts=["unmute"]),
-]  # fmt: skip
+    Question(
+        qid="q2", question="Why no sound?", gold=[{"page": "b", "quote": "y"}], answer="Unmute.", key_facts=["unmute"]
+    ),
+]
 
 
 def write_answers(path: Path) -> None:
     rows = [
         {"qid": q, "system": s, "answer": f"answer number {n}", "abstained": False, "judge": {"correctness": g}}
-        for n, (q, s, g) in enumerate( [("q1", "hybrid", 1.0), ("q1", "closed_book", 0.0), ("q2", "hybrid", 0.5), ("q2", "closed_book", 0.5)])
-    ]  # fmt: skip
+        for n, (q, s, g) in enumerate(
+            [("q1", "hybrid", 1.0), ("q1", "closed_book", 0.0), ("q2", "hybrid", 0.5), ("q2", "closed_book", 0.5)]
+        )
+    ]
     rows.append({"qid": "q2", "system": "other", "answer": "", "abstained": True, "judge": {"correctness": 0.0}})
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 

@@ -56,15 +56,25 @@ def test_parse_fenced_json_reply() -> None:
 @pytest.mark.parametrize(
     ("text", "sentences", "abstained", "fmt"),
     [
-        ("Open the panel [1]. Click Remove [2, 3].", [("Open the panel.", [1]), ("Click Remove.", [2, 3])], False, "text"),
+        (
+            "Open the panel [1]. Click Remove [2, 3].",
+            [("Open the panel.", [1]), ("Click Remove.", [2, 3])],
+            False,
+            "text",
+        ),
         ("I don't know.", [], True, "text"),
         ("", [], True, "empty"),
-        ('{"abstain": false, "sentences": [{"text": "Open it.", "citations": [2]}, {"text": "Cl', [("Open it.", [2])], False, "truncated_json"),
+        (
+            '{"abstain": false, "sentences": [{"text": "Open it.", "citations": [2]}, {"text": "Cl',
+            [("Open it.", [2])],
+            False,
+            "truncated_json",
+        ),
         ('{"abstain": false, "sentences": [{"text": "Open the pan', [("Open the pan", [])], False, "truncated_json"),
         ('{"abstain": true, "sentences": [', [], True, "truncated_json"),
         ('{"sentences": "not a list"}', [], True, "invalid_json"),
     ],
-)  # fmt: skip
+)
 def test_malformed_replies_fall_back(text: str, sentences: list[object], abstained: bool, fmt: str) -> None:
     parsed = parse_reply(text)
     assert (parsed.sentences, parsed.abstained, parsed.format) == (sentences, abstained, fmt)
