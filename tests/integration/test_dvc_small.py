@@ -63,7 +63,8 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     sh(root, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "small project")
 
     first = sh(root, "dvc", "repro")
-    assert ran(first) == {"split", "ingest", "chunk", "index@bm25", "index@dense", "index@hybrid", "evaluate"}
+    every = {"split", "ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate", "answers"}
+    assert ran(first) == every
     split = json.loads((root / "benchmarks/small/split.json").read_text())
     assert sum(split["counts"]["dev"].values()) == 11
     info = json.loads((root / "artifacts/eval/mallard_folder/dev/info.json").read_text())
@@ -79,7 +80,7 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
 
     # dvc exp run recomposes conf/ with the overrides (Hydra), writes params.yaml and reruns downstream only
     exp = sh(root, "dvc", "exp", "run", *(f"-S={o}" for o in SMALL), "-S=systems.bm25.k1=1.2")
-    assert ran(exp) == {"index@bm25", "evaluate"}
+    assert ran(exp) == {"index@bm25", "evaluate", "answers"}
     shown = sh(root, "dvc", "exp", "show", "--json").stdout
     assert "1.2" in shown
 
