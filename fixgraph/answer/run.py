@@ -23,13 +23,13 @@ from omegaconf import DictConfig
 from fixgraph.answer.base import Answerer, ClosedBookAnswerer, build_answerer
 from fixgraph.answer.ragas import RagasMetrics, RagasScores
 from fixgraph.answer.report import answer_table, compare_answers
-from fixgraph.answer.scoring import QUALITY_METRICS, ScoredAnswer, abstention_judgement
+from fixgraph.answer.scoring import ScoredAnswer, abstention_judgement
 from fixgraph.answer.verify import ClaimVerifier, Verification
 from fixgraph.config import ConfigError, systems_of, to_dict
 from fixgraph.corpus.models import Chunk
 from fixgraph.evaluation.answer_metrics import AnswerScores, abstention_scores
 from fixgraph.evaluation.gold import map_gold
-from fixgraph.evaluation.judge import Judgement, build_judge
+from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, summarise, summary_json
 from fixgraph.experiment.evaluate import EvaluationResult, resolve_questions
@@ -190,6 +190,15 @@ def _finish(
         write_json(tmp / "info.json", info)
         write_text(tmp / "table.md", table)
     write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
+    labels = cfg.answer.get("labels")
+    if labels and Path(str(labels)).exists():  # human grades exist: measure the judge against them
+        from fixgraph.answer.labelling import judge_agreement
+
+        report = judge_agreement(out / "answers.jsonl", Path(str(labels)))
+        info["agreement"] = {k: v for k, v in report.items() if k not in ("confusion", "ppi")}
+        info["agreement"].update({f"ppi_{k}": v for k, v in (report["ppi"] or {}).items()})
+        write_json(out / "agreement.json", report)
+        write_json(out / "info.json", info)
     result = EvaluationResult(name, out, table, metrics, per_question, mapping.coverage, info)
     if track if track is not None else bool(cfg.tracking.enabled):
         from fixgraph.answer.tracking import log_answers
@@ -214,6 +223,3 @@ class AnswersExperiment:
         self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
     ) -> EvaluationResult:
         return run_answers(cfg, questions, name, track)
-
-
-__all__ = ["QUALITY_METRICS", "Judgement", "run_answers"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -34,10 +35,21 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeLLM:
     return backend
 
 
-def test_answers_experiment_end_to_end(fixture_config: Callable[..., DictConfig], fake: FakeLLM) -> None:
+def test_answers_experiment_end_to_end(
+    fixture_config: Callable[..., DictConfig], fake: FakeLLM, tmp_path: Path
+) -> None:
     import mlflow
 
-    cfg = fixture_config(["experiment=answers", "answer.max_chunks=2", "evaluation.bootstrap.resamples=200"])
+    from fixgraph.answer.labelling import item_id
+
+    labels = tmp_path / "labels.jsonl"  # a person graded three hybrid answers; the fake judge says 1 to all
+    labels.write_text(
+        "".join(
+            json.dumps({"item": item_id("hybrid", q), "qid": q, "correctness": g}) + "\n"
+            for q, g in [("t-1", 1.0), ("t-2", 0.5), ("t-3", 1.0)]
+        )
+    )
+    cfg = fixture_config(["experiment=answers", "answer.max_chunks=2", f"answer.labels={labels}"])
     result = build_experiment(cfg.experiment).run(cfg)
     out = result.output_dir
     assert {p.name for p in out.iterdir()} >= {"answers.jsonl", "per_question.parquet", "table.md", "info.json"}
@@ -64,11 +76,16 @@ def test_answers_experiment_end_to_end(fixture_config: Callable[..., DictConfig]
     # t-5 is unanswerable and nobody abstained: abstention recall 0, precision undefined
     assert result.info["abstention"]["hybrid"] == {"abstention_precision": None, "abstention_recall": 0.0}
 
+    # agreement 2 of 3; the judge uses one grade only, so chance agreement equals observed: kappa 0
+    assert result.info["agreement"]["exact"] == pytest.approx(2 / 3) and result.info["agreement"]["kappa"] == 0.0
+    assert (out / "agreement.json").exists()
+
     mlflow.set_tracking_uri(str(cfg.tracking.uri))
     parent = mlflow.get_run(result.mlflow_run_id)
     assert parent.data.tags["stage"] == "answers"
     assert "vs_closed_book.hybrid.correctness.p_holm" in parent.data.metrics
     assert parent.data.metrics["llm_answer_calls"] == 10.0
+    assert parent.data.metrics["judge_exact"] == pytest.approx(2 / 3)
     children = mlflow.search_runs(
         experiment_ids=[parent.info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
