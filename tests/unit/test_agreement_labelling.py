@@ -107,3 +107,14 @@ def test_judge_agreement_reads_answers_and_labels(tmp_path: Path) -> None:
     assert report["matched"] == 3 and report["exact"] == pytest.approx(2 / 3)
     assert report["confusion"] == [[0, 0, 0], [1, 1, 0], [0, 0, 1]]
     assert report["ppi"] is not None and report["ppi"]["unlabelled"] == 1
+
+
+def test_agreement_command_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fixgraph.cli import main
+
+    answers, labels = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
+    write_answers(answers)
+    labels.write_text(json.dumps({"item": item_id("hybrid", "q1"), "qid": "q1", "correctness": 0.0}) + "\n")
+    assert main(["agreement", "--answers", str(answers), "--labels", str(labels)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matched"] == 1 and report["exact"] == 0.0 and report["confusion"][0] == [0, 0, 1]
