@@ -33,11 +33,14 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> N
     agree.add_argument("--labels", type=Path, required=True)
     agree.add_argument("--alpha", type=float, default=0.05)
 
-    questions = command("questions", "generate questions from the graph / links, check and review them")
+    # the action comes before the Hydra overrides, so this parser is built here rather than by `command`
+    questions = sub.add_parser("questions", help="generate questions from the graph / links, check and review them")
     questions.add_argument("action", choices=("generate", "check", "review"))
+    questions.add_argument("--params", type=Path, help="read the resolved config from this file")
     questions.add_argument("--out", type=Path, required=True, help="question file (JSON lines)")
     questions.add_argument("--limit", type=int, default=10, help="generate: questions of each kind")
     questions.add_argument("--kinds", default="path,bridge", help="generate: path,bridge")
+    questions.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. llm=qwen_coder_05b")
 
 
 def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
