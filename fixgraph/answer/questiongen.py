@@ -122,9 +122,23 @@ def bridge_candidates(
         yield Candidate("bridge", f"{source} -> {target}", prompt, (target,), (target,), bridge)
 
 
-def to_question(candidate: Candidate, value: Mapping[str, Any], qid: str, model: str) -> Question:
+def evidence_page(candidate: Candidate, named: str, quote: str, page_texts: Mapping[str, str]) -> str:
+    """The candidate page whose text holds the quote (code decides; models mangle page ids, e.g. they
+    copy the "page " label of the passage), else the named page with that label removed."""
+    from fixgraph.answer.qchecks import normalise
+
+    for page in candidate.pages:
+        if normalise(quote) and normalise(quote) in normalise(page_texts.get(page, "")):
+            return page
+    named = named.strip().removeprefix("page ").strip()
+    return named if candidate.kind == "path" else candidate.pages[0]
+
+
+def to_question(
+    candidate: Candidate, value: Mapping[str, Any], qid: str, model: str, page_texts: Mapping[str, str]
+) -> Question:
     gold = [
-        {"page": str(e["page"]) if candidate.kind == "path" else candidate.pages[0], "quote": str(e["quote"])}
+        {"page": evidence_page(candidate, str(e["page"]), str(e["quote"]), page_texts), "quote": str(e["quote"])}
         for e in value["evidence"]
     ]
     record: dict[str, Any] = {
@@ -162,7 +176,7 @@ def generate(
             value = llm.complete_json(
                 candidate.prompt, GENERATED_SCHEMA, stage="generate", temperature=0.0, max_tokens=max_tokens
             ).value
-            question = to_question(candidate, value, qid, llm.identity())
+            question = to_question(candidate, value, qid, llm.identity(), page_texts)
         except (StructuredOutputError, ValidationError) as exc:
             result.rejected.append({"qid": qid, "source": candidate.source, "problems": [f"invalid output: {exc}"]})
             continue

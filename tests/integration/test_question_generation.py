@@ -15,6 +15,7 @@ from fixgraph.answer.questiongen import (
     Candidate,
     bridge_candidates,
     check_file,
+    evidence_page,
     generate,
     review,
     write_questions,
@@ -100,6 +101,13 @@ def test_path_candidate_gold_page_comes_from_the_evidence() -> None:
     result = generate(llm, [candidate], texts, {"reset-hub": "Reset the hub"})
     assert len(result.accepted) == 1 and result.accepted[0].qtype == "multi"
     assert result.accepted[0].gold[0].page == "reset-hub"
+
+
+def test_evidence_page_is_resolved_by_code() -> None:
+    candidate = Candidate("path", "a -> b", "prompt", ("wifi-trouble", "reset-hub"), ("reset-hub",))
+    texts = {"reset-hub": f"Intro. {QUOTE}", "wifi-trouble": "Other."}
+    assert evidence_page(candidate, "page 2", QUOTE, texts) == "reset-hub"  # the quote decides
+    assert evidence_page(candidate, "page battery", "not anywhere", texts) == "battery"
 
 
 def test_mechanical_problems_name_missing_pages() -> None:
