@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     from fixgraph.experiment.commands import add_commands
 
     add_commands(sub, command)  # split, finalists, test, sweep, compare, expected
+    from fixgraph.answer.commands import add_commands as add_answer_commands
+
+    add_answer_commands(sub, command)  # answers, label, agreement, questions
     bench = sub.add_parser("bench", help="run a benchmark and print its JSON (fixgraph bench --list)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks")
     bench.add_argument("--params", type=Path, help="read the resolved config from this file")
@@ -122,6 +125,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     cfg = load_config(args.params, args.overrides)
     if args.command in commands.COMMANDS:
         return commands.dispatch(args, cfg)
+    from fixgraph.answer import commands as answer_commands
+
+    if args.command in answer_commands.COMMANDS:
+        return answer_commands.dispatch(args, cfg)
     if args.command == "bench":
         import json
 

@@ -38,5 +38,6 @@ class NoJudge:
 
 def build_judge(cfg: Any) -> Judge:
     from fixgraph.config import build
+    from fixgraph.evaluation import llm_judge  # noqa: F401  (registers the `llm` judge)
 
     return build(JUDGES, cfg)

@@ -53,6 +53,7 @@ class RetrievalBenchmark:
 
 
 def build_experiment(cfg: Any) -> ExperimentRunner:
+    from fixgraph.answer import run  # noqa: F401  (registers answers)
     from fixgraph.config import build
 
     return build(EXPERIMENTS, cfg)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fixgraph.answer.base import build_answerer
 from fixgraph.config import ConfigError, compose, systems_of
 from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.sources import build_corpus
@@ -43,6 +44,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "ontology": build_ontology,
     "llm": build_llm,
     "judge": build_judge,
+    "answer": build_answerer,
     "split": build_split,
     "experiment": build_experiment,
     "sweep": build_sweep,

@@ -1,0 +1,1 @@
+"""Grounded answering: cited answers, claim verification, LLM judging and question generation."""

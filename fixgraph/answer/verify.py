@@ -1,0 +1,115 @@
+"""Claim verification: every answer sentence checked against the chunks it cites.
+
+For each (sentence, cited chunk) the model answers `{"supported": bool, "quote": "..."}`; a citation
+supports the sentence only if the model says so AND its quote is found in that chunk (rapidfuzz
+alignment >= `quote_min`, the same check the knowledge graph's edge verifier uses): a model that agrees
+without evidence does not count. A sentence is supported when at least one of its citations is; an
+uncited sentence is unsupported by definition (nothing backs it). A malformed verdict (after the
+client's one retry) counts as "not supported" and is tallied under its own reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fixgraph.answer.base import GroundedAnswer
+from fixgraph.answer.prompts import load_prompt
+from fixgraph.corpus.models import Chunk
+from fixgraph.kg.grounding import align
+from fixgraph.llm.structured import StructuredOutputError
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"supported": {"type": "boolean"}, "quote": {"type": "string", "maxLength": 400}},
+    "required": ["supported", "quote"],
+}
+
+
+@dataclass
+class SentenceVerdict:
+    text: str
+    citations: tuple[str, ...]
+    reasons: dict[str, str] = field(default_factory=dict)  # chunk id -> supported | llm_unsupported | ...
+
+    @property
+    def supporting(self) -> tuple[str, ...]:
+        return tuple(c for c in self.citations if self.reasons.get(c) == "supported")
+
+    @property
+    def supported(self) -> bool:
+        return bool(self.supporting)
+
+
+@dataclass
+class Verification:
+    sentences: list[SentenceVerdict] = field(default_factory=list)
+
+    @property
+    def unsupported_rate(self) -> float | None:
+        n = len(self.sentences)
+        return sum(not s.supported for s in self.sentences) / n if n else None
+
+    @property
+    def citation_precision(self) -> float | None:
+        """Share of (sentence, citation) pairs whose chunk supports the sentence (support view)."""
+        pairs = [(s, c) for s in self.sentences for c in s.citations]
+        return sum(s.reasons.get(c) == "supported" for s, c in pairs) / len(pairs) if pairs else None
+
+    @property
+    def citation_recall(self) -> float | None:
+        """Share of sentences backed by at least one supporting citation (ALCE's citation recall)."""
+        n = len(self.sentences)
+        return sum(s.supported for s in self.sentences) / n if n else None
+
+    def reason_counts(self) -> dict[str, int]:
+        counts = Counter(r for s in self.sentences for r in s.reasons.values())
+        counts["uncited"] = sum(not s.citations for s in self.sentences)
+        return dict(sorted(counts.items()))
+
+
+class ClaimVerifier:
+    def __init__(self, llm: Any, prompt: str = "verify_claim_v1", quote_min: float = 90.0, max_tokens: int = 120):
+        self.llm = llm
+        self.quote_min = quote_min
+        self.max_tokens = max_tokens
+        self.template, self.prompt_version = load_prompt(prompt)
+
+    def check_pair(self, sentence: str, text: str, answer: GroundedAnswer | None = None) -> str:
+        """The reason code of one (sentence, source text) check: 'supported' or why not."""
+        prompt = self.template.substitute(text=text, claim=sentence)
+        started = time.perf_counter()
+        try:
+            result = self.llm.complete_json(
+                prompt, VERDICT_SCHEMA, stage="verify", temperature=0.0, max_tokens=self.max_tokens
+            )
+        except StructuredOutputError as exc:
+            if answer is not None:
+                for completion in exc.completions:
+                    answer.stage("verify").add(completion, 0.0)
+                answer.stage("verify").seconds += time.perf_counter() - started
+            return "invalid_answer"
+        if answer is not None:
+            cost = answer.stage("verify")
+            for completion in result.completions:
+                cost.add(completion, 0.0)
+            cost.seconds += time.perf_counter() - started
+        if not result.value["supported"]:
+            return "llm_unsupported"
+        score, _, _ = align(str(result.value["quote"]).strip(), text)
+        return "supported" if score >= self.quote_min else "quote_not_in_chunk"
+
+    def verify(self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]) -> Verification:
+        verification = Verification()
+        for sentence in answer.sentences:
+            verdict = SentenceVerdict(sentence.text, sentence.citations)
+            for chunk_id in sentence.citations:
+                chunk = chunks.get(chunk_id)
+                verdict.reasons[chunk_id] = (
+                    self.check_pair(sentence.text, chunk.text, answer) if chunk else "unknown_chunk"
+                )
+            verification.sentences.append(verdict)
+        return verification

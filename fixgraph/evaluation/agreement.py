@@ -1,0 +1,124 @@
+"""How far the LLM judge can be trusted: agreement of its grades with human labels.
+
+Grades are on the 0 / 0.5 / 1 rubric, an ordinal scale of three classes, so besides exact agreement and
+Cohen's kappa (scikit-learn) we report the linearly weighted kappa (a 0-vs-1 disagreement costs twice a
+0-vs-0.5 one) and the confusion matrix. With labels on a subset and judge grades on every answer, the
+prediction-powered estimate (ppi-python, Angelopoulos et al. 2023) corrects the judge's mean by its
+measured bias on the labelled items and gives a valid CI for the true mean correctness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+GRADES = (0.0, 0.5, 1.0)
+
+
+class AgreementError(ValueError):
+    """Labels that cannot be compared (none in common, or grades off the rubric)."""
+
+
+def _classes(values: Sequence[float], what: str) -> np.ndarray:
+    out = []
+    for value in values:
+        if float(value) not in GRADES:
+            raise AgreementError(f"{what}: grade {value!r} is not one of {GRADES}")
+        out.append(GRADES.index(float(value)))
+    return np.asarray(out, dtype=int)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    n: int
+    exact: float
+    kappa: float
+    kappa_linear: float
+    confusion: list[list[int]]  # rows: human label, columns: judge grade, in GRADES order
+    human_mean: float
+    judge_mean: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def markdown(self) -> str:
+        head = "| human \\ judge | " + " | ".join(str(g) for g in GRADES) + " |\n|---|---|---|---|\n"
+        rows = "".join(
+            f"| {g} | " + " | ".join(map(str, r)) + " |\n" for g, r in zip(GRADES, self.confusion, strict=False)
+        )
+        return (
+            f"Judge vs human labels on {self.n} answers: exact agreement {self.exact:.3f}, "
+            f"Cohen's kappa {self.kappa:.3f}, linear weighted kappa {self.kappa_linear:.3f}; "
+            f"mean correctness human {self.human_mean:.3f}, judge {self.judge_mean:.3f}.\n\n{head}{rows}"
+        )
+
+
+def _kappa(human: np.ndarray, judge: np.ndarray, weights: str | None) -> float:
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(set(human.tolist()) | set(judge.tolist())) < 2:
+        return float("nan")  # kappa is undefined when both raters use one and the same class
+    return float(cohen_kappa_score(human, judge, labels=list(range(len(GRADES))), weights=weights))
+
+
+def agreement(human: Sequence[float], judge: Sequence[float]) -> Agreement:
+    """Agreement of paired grades (same items, same order)."""
+    from sklearn.metrics import confusion_matrix
+
+    if len(human) != len(judge):
+        raise AgreementError(f"{len(human)} human labels but {len(judge)} judge grades")
+    if not human:
+        raise AgreementError("no labelled answer has a judge grade: nothing to compare")
+    h, j = _classes(human, "human label"), _classes(judge, "judge grade")
+    matrix = confusion_matrix(h, j, labels=list(range(len(GRADES))))
+    return Agreement(
+        n=len(h),
+        exact=float(np.mean(h == j)),
+        kappa=_kappa(h, j, None),
+        kappa_linear=_kappa(h, j, "linear"),
+        confusion=matrix.tolist(),
+        human_mean=float(np.mean(human)),
+        judge_mean=float(np.mean(judge)),
+    )
+
+
+def paired(labels: Mapping[str, float], grades: Mapping[str, float | None]) -> tuple[list[float], list[float]]:
+    """Human and judge grades of the items both have (judge None = not judged, left out)."""
+    keys = sorted(k for k in labels if grades.get(k) is not None)
+    return [float(labels[k]) for k in keys], [float(grades[k]) for k in keys]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PPIEstimate:
+    mean: float
+    low: float
+    high: float
+    labelled: int
+    unlabelled: int
+    classical_low: float  # CI from the labelled items alone, for comparison
+    classical_high: float
+
+
+def ppi_mean(
+    labels: Mapping[str, float], grades: Mapping[str, float | None], alpha: float = 0.05, power_tuning: bool = True
+) -> PPIEstimate | None:
+    """Prediction-powered mean correctness with its (1 - alpha) CI; None without labelled items.
+
+    power_tuning (PPI++): ppi-python picks the weight of the judge's grades that minimises the variance
+    (0 = ignore the judge, classical estimate); off, the weight is 1 (the original PPI estimator).
+    """
+    from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+
+    human, judge = paired(labels, grades)
+    unlabelled = [float(v) for k, v in sorted(grades.items()) if k not in labels and v is not None]
+    if len(human) < 2 or not unlabelled:
+        return None
+    y, yhat, yhat_u = np.asarray(human), np.asarray(judge), np.asarray(unlabelled)
+    lam = None if power_tuning else 1.0
+    point = float(np.ravel(ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam))[0])
+    low, high = (float(np.ravel(v)[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=alpha, lam=lam))
+    c_low, c_high = (float(np.ravel(v)[0]) for v in classical_mean_ci(y, alpha=alpha))
+    return PPIEstimate(point, low, high, len(y), len(yhat_u), c_low, c_high)

@@ -1,0 +1,53 @@
+"""Answers, verifier and judge with the real 0.5B GGUF on llama.cpp (slow): two questions of the fixture
+corpus, closed book vs hybrid. Skipped, saying why, without llama-cpp-python or the assembled model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from fixgraph.llm.gguf import model_path
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+GGUF = model_path(MODEL, REPO / "models")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed"),
+    pytest.mark.skipif(not GGUF.exists(), reason=f"model not assembled: fixgraph llm assemble {MODEL}"),
+]
+
+
+def test_real_model_answers_verifies_and_judges(fixture_config: Callable[..., DictConfig]) -> None:
+    from fixgraph.answer.run import run_answers
+
+    cfg = fixture_config(
+        [
+            "experiment=answers",
+            "llm=qwen_coder_05b",
+            f"llm.model_dir={REPO / 'models'}",
+            "answer.max_questions=2",
+            "answer.max_chunks=2",
+            "answer.max_tokens=80",
+            "answer.ragas.enabled=false",
+            "judge.max_tokens=40",
+        ]
+    )
+    result = run_answers(cfg)
+    answers = [json.loads(line) for line in (result.output_dir / "answers.jsonl").read_text().splitlines()]
+    assert sorted({a["system"] for a in answers}) == ["closed_book", "hybrid"] and len(answers) == 4
+    answered = [a for a in answers if not a["abstained"]]
+    # a real model produced parseable answers and grades on the rubric (or None when malformed)
+    assert answered and all(a["reply_format"] in ("json", "truncated_json", "text") for a in answered)
+    assert all(a["judge"]["correctness"] in (None, 0.0, 0.5, 1.0) for a in answers)
+    hybrid = [a for a in answered if a["system"] == "hybrid"]
+    assert all(set(s["verdicts"]) == set(s["citations"]) for a in hybrid for s in a["sentences"])
+    usage = result.info["llm"]["usage"]
+    assert usage["answer"]["calls"] >= 4 and usage["answer"]["output_tokens"] > 0
+    assert result.mlflow_run_id is not None
