@@ -76,9 +76,10 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
 
     assert ran(sh(root, "dvc", "repro")) == set()
     # the answers pipeline is separate (it needs a real LLM; here the fake one) and reuses every upstream stage
-    assert ran(sh(root, "dvc", "repro", "pipelines/answers/dvc.yaml")) == {"answers"}
+    assert ran(sh(root, "dvc", "repro", "pipelines/answers/dvc.yaml")) == {"pipelines/answers/dvc.yaml:answers"}
     answers = json.loads((root / "artifacts/metrics/mallard_folder/answers_dev.json").read_text())
-    assert answers
+    assert set(answers) == {"closed_book", "bm25", "dense", "hybrid"}
+    assert all(0 <= scores["correctness"] <= 1 for scores in answers.values())
     sh(root, "git", "add", "-A")
     sh(root, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "reproduced")
 
