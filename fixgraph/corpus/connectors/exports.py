@@ -36,14 +36,28 @@ class ExportFolder:
 
     kind = "export"
 
-    def __init__(self, name: str, snapshot_dir: str, license: str = "", max_bytes: int = 200_000_000, **_: Any):
+    def __init__(
+        self,
+        name: str,
+        snapshot_dir: str,
+        license: str = "",
+        max_bytes: int = 200_000_000,
+        base_url: str = "",
+        **_: Any,
+    ):
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)
         self.license = license
         self.max_bytes = max_bytes
+        self.base_url = base_url.rstrip("/")  # links to the live tracker / wiki, when known
 
     def files(self) -> list[Path]:
         return sorted(self.snapshot_dir.glob("*.json"))
+
+    def new_result(self) -> ParseResult:
+        """An empty parse result recording which export files were read (checks there are some)."""
+        self.check()
+        return ParseResult(documents=[], source_info={"files": [p.name for p in self.files()], "version": ""})
 
     def check(self) -> None:
         if not self.files():
@@ -109,13 +123,8 @@ def name_of(value: Any) -> str:
 class JiraExportCorpus(ExportFolder):
     kind = "JIRA export"
 
-    def __init__(self, name: str, snapshot_dir: str, base_url: str = "", **kwargs: Any) -> None:
-        super().__init__(name, snapshot_dir, **kwargs)
-        self.base_url = base_url.rstrip("/")
-
     def parse(self) -> ParseResult:
-        self.check()
-        result = ParseResult(documents=[], source_info={"files": [p.name for p in self.files()], "version": ""})
+        result = self.new_result()
         for where, issue in self.records(result, "issues"):
             if not isinstance(issue.get("key"), str) or not isinstance(issue.get("fields"), dict):
                 result.problems.append(Problem(where, "issue without a key or fields", "malformed"))
@@ -219,13 +228,8 @@ class ConfluenceExportCorpus(ExportFolder):
     kind = "Confluence export"
     OPTIONS = HtmlOptions(article=("body",), title=(), remove=(), min_section_level=1)
 
-    def __init__(self, name: str, snapshot_dir: str, base_url: str = "", **kwargs: Any) -> None:
-        super().__init__(name, snapshot_dir, **kwargs)
-        self.base_url = base_url.rstrip("/")
-
     def parse(self) -> ParseResult:
-        self.check()
-        result = ParseResult(documents=[], source_info={"files": [p.name for p in self.files()], "version": ""})
+        result = self.new_result()
         pages = [(w, p) for w, p in self.records(result, "results") if p.get("type", "page") in ("page", "blogpost")]
         by_title = {str(p.get("title", "")): f"confluence/{p.get('id')}" for _, p in pages}
         for where, page in pages:
