@@ -86,14 +86,15 @@ def _write_graph(folder: Path) -> None:
         ],
         columns=EDGE_COLUMNS,
     )
-    rows = [
-        {
-            "record_id": f"n{i}{c}",
-            "role": "entity",
-            "node_id": n,
-            "edge_id": "",
-            "chunk_id": c,
-            "doc_id": c.split("#")[0],
+
+    def mention(record_id: str, role: str, node_id: str, edge_id: str, chunk_id: str) -> dict[str, object]:
+        return {
+            "record_id": record_id,
+            "role": role,
+            "node_id": node_id,
+            "edge_id": edge_id,
+            "chunk_id": chunk_id,
+            "doc_id": chunk_id.split("#")[0],
             "start": 0,
             "end": 1,
             "evidence": "x",
@@ -103,29 +104,9 @@ def _write_graph(folder: Path) -> None:
             "extracted_at": "",
             "basis": "text",
         }
-        for i, (n, _, _, cs) in enumerate(NODES)
-        for c in cs
-    ]
-    rows += [
-        {
-            "record_id": f"e{i}{c}",
-            "role": "relation",
-            "node_id": "",
-            "edge_id": f"e{i}",
-            "chunk_id": c,
-            "doc_id": c.split("#")[0],
-            "start": 0,
-            "end": 1,
-            "evidence": "x",
-            "extractor": "test",
-            "model": "",
-            "prompt_version": "",
-            "extracted_at": "",
-            "basis": "text",
-        }
-        for i, e in enumerate(EDGES)
-        for c in e[4]
-    ]
+
+    rows = [mention(f"n{i}{c}", "entity", n, "", c) for i, (n, _, _, cs) in enumerate(NODES) for c in cs]
+    rows += [mention(f"e{i}{c}", "relation", "", f"e{i}", c) for i, e in enumerate(EDGES) for c in e[4]]
     GraphStore(
         nodes=nodes, edges=edges, mentions=pd.DataFrame(rows, columns=MENTION_COLUMNS), report={"nodes": len(nodes)}
     ).write(folder)
