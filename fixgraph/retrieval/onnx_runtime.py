@@ -1,0 +1,126 @@
+"""Transformer encoders exported to ONNX and run by onnxruntime, optionally int8-quantised.
+
+On this 2-core CPU a MiniLM forward pass for one short query costs ~22 ms in torch and in onnxruntime
+alike; int8 dynamic quantisation of the MatMul weights (per output channel, which keeps query vectors
+at cosine >= 0.99 of fp32, where per-tensor scales drop to ~0.96) roughly halves it. The export is
+made once from the local torch model and cached under a key of the weights' identity, the output
+and the quantisation, so a retrained model never reuses a stale graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fixgraph.io import atomic_path, stable_hash
+
+DEFAULT_CACHE = Path.home() / ".cache" / "fixgraph" / "onnx"
+OUTPUTS = ("last_hidden_state", "logits")
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OPSET = 17
+_export_lock = threading.Lock()
+
+
+class OnnxUnavailableError(ImportError):
+    pass
+
+
+def _require() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as error:
+        raise OnnxUnavailableError(
+            f"backend 'onnx' needs the onnx and onnxruntime packages ({error.name} is missing): "
+            "pip install onnx onnxruntime, or set the backend to 'torch'"
+        ) from None
+
+
+def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) -> None:
+    """Trace a Hugging Face encoder (`BertModel`, `MPNetModel`, a sequence classifier) into an ONNX file.
+
+    `inputs` are the tokenizer's `model_input_names` (MPNet takes no token_type_ids)."""
+    import torch
+
+    if output not in OUTPUTS:
+        raise ValueError(f"onnx export: unknown output {output!r}; valid: {', '.join(OUTPUTS)}")
+    inputs = [name for name in inputs if name in INPUTS]
+
+    class Wrapped(torch.nn.Module):  # positional inputs and one named output, as the exporter wants
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *tensors: Any) -> Any:
+            return getattr(self.inner(**dict(zip(inputs, tensors, strict=True))), output)
+
+    example = tuple(torch.ones((1, 4), dtype=torch.long) for _ in inputs)
+    axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
+    axes[output] = {0: "batch", 1: "sequence"} if output == "last_hidden_state" else {0: "batch"}
+    with atomic_path(path) as tmp, torch.inference_mode():
+        torch.onnx.export(
+            Wrapped(model.eval()),
+            example,
+            str(tmp),
+            input_names=list(inputs),
+            output_names=[output],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,  # the TorchScript exporter: no onnxscript dependency, stable for BERT encoders
+        )
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with atomic_path(target) as tmp:
+        quantize_dynamic(
+            str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+        )
+
+
+def cached_model(
+    model: Any,
+    identity: str,
+    output: str,
+    quantize: bool,
+    inputs: Sequence[str] = INPUTS,
+    cache_dir: Path | None = None,
+) -> Path:
+    """The ONNX file for `model` (exported, then quantised if asked), built once per key."""
+    _require()
+    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET}
+    folder = (cache_dir or DEFAULT_CACHE) / stable_hash(key)[:20]
+    fp32 = folder / "model.onnx"
+    target = folder / "model.int8.onnx" if quantize else fp32
+    with _export_lock:
+        if not fp32.exists():
+            export(model, output, fp32, inputs)
+        if quantize and not target.exists():
+            quantize_int8(fp32, target)
+    return target
+
+
+@lru_cache(maxsize=4)
+def session(path: str, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(0, threads)  # 0: onnxruntime's default (all cores)
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def run(path: Path, threads: int, features: Mapping[str, Any]) -> np.ndarray:
+    """Run the model on tokenizer output (numpy or torch tensors); returns its single output."""
+    model = session(str(path), threads)
+    names = [i.name for i in model.get_inputs()]
+    feed = {name: np.asarray(features[name], dtype=np.int64) for name in names}
+    result: np.ndarray = model.run(None, feed)[0]
+    return result

@@ -1,0 +1,78 @@
+"""ONNX export and onnxruntime inference against the torch model they came from (a tiny random BERT)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixgraph.retrieval import onnx_runtime
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def tiny_bert(classifier: bool = False) -> object:
+    config = transformers.BertConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=1
+    )
+    torch.manual_seed(0)
+    model_class = transformers.BertForSequenceClassification if classifier else transformers.BertModel
+    return model_class(config).eval()
+
+
+def features(rows: int = 3, length: int = 7) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    mask = np.ones((rows, length), dtype=np.int64)
+    mask[0, 5:] = 0  # one padded row, as a tokenizer batch has
+    return {
+        "input_ids": rng.integers(1, 64, size=(rows, length)),
+        "attention_mask": mask,
+        "token_type_ids": np.zeros((rows, length), dtype=np.int64),
+    }
+
+
+def torch_output(model: object, feed: dict[str, np.ndarray], output: str) -> np.ndarray:
+    with torch.inference_mode():
+        result = model(**{k: torch.from_numpy(v) for k, v in feed.items()})  # type: ignore[operator]
+    return getattr(result, output).numpy()
+
+
+@pytest.mark.parametrize(("classifier", "output"), [(False, "last_hidden_state"), (True, "logits")])
+def test_onnx_matches_torch_and_int8_stays_close(tmp_path: Path, classifier: bool, output: str) -> None:
+    model = tiny_bert(classifier)
+    feed = features()
+    expected = torch_output(model, feed, output)
+    fp32 = onnx_runtime.cached_model(model, "tiny", output, quantize=False, cache_dir=tmp_path)
+    np.testing.assert_allclose(onnx_runtime.run(fp32, 1, feed), expected, atol=1e-4)
+    int8 = onnx_runtime.cached_model(model, "tiny", output, quantize=True, cache_dir=tmp_path)
+    assert int8 != fp32 and int8.name == "model.int8.onnx"
+    assert np.abs(onnx_runtime.run(int8, 1, feed) - expected).max() < 0.25 * np.abs(expected).max()
+
+
+def test_export_is_cached_per_model_identity(tmp_path: Path) -> None:
+    model = tiny_bert()
+    first = onnx_runtime.cached_model(model, "weights-a", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    stamp = first.stat().st_mtime_ns
+    again = onnx_runtime.cached_model(model, "weights-a", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    assert again == first and again.stat().st_mtime_ns == stamp  # not exported twice
+    retrained = onnx_runtime.cached_model(model, "weights-b", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    assert retrained.parent != first.parent  # new weights never reuse a stale graph
+
+
+def test_unknown_output_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown output 'pooler'"):
+        onnx_runtime.export(tiny_bert(), "pooler", tmp_path / "m.onnx")
+
+
+def test_unknown_backends_are_named() -> None:
+    from fixgraph.retrieval.cross_encoder import CrossEncoderReranker
+    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
+
+    with pytest.raises(ValueError, match="unknown query_backend 'tensorrt'"):
+        SentenceTransformerEmbedder(name="m", model="x", query_backend="tensorrt")
+    with pytest.raises(ValueError, match="query_quantize needs query_backend 'onnx'"):
+        SentenceTransformerEmbedder(name="m", model="x", query_quantize=True)
+    with pytest.raises(ValueError, match="unknown backend 'tensorrt'"):
+        CrossEncoderReranker(name="ce", backend="tensorrt")
