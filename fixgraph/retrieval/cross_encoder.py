@@ -20,6 +20,7 @@ from fixgraph.modelpaths import ModelNotFoundError
 from fixgraph.retrieval.rerank import RERANKERS, ScorerReranker
 
 MANIFEST = "fixgraph_model.json"
+BACKENDS = ("torch", "onnx")
 
 
 def model_manifest(path: Path) -> dict[str, Any]:
@@ -58,9 +59,13 @@ class CrossEncoderReranker(ScorerReranker):
         top_n: int = 30,
         quantize: bool = False,
         threads: int = 0,
+        backend: str = "torch",
         **_: Any,
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"reranker {name}: unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         self.name = name
+        self.backend = backend
         self.path = Path(model)
         self.max_length = max_length
         self.batch_size = batch_size
@@ -76,13 +81,16 @@ class CrossEncoderReranker(ScorerReranker):
                 "weights": manifest["weights_sha256"],
                 "max_length": self.max_length,
                 "quantize": self.quantize,
+                "backend": self.backend,
             }
         )
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         if not passages:
             return np.zeros(0, dtype=np.float32)
-        model_manifest(self.path)  # a clear error before sentence-transformers' own
+        manifest = model_manifest(self.path)  # a clear error before sentence-transformers' own
+        if self.backend == "onnx":
+            return self._score_onnx(query, passages, manifest)
         import torch
 
         model = _load(str(self.path), self.max_length, self.quantize, self.threads)
@@ -94,3 +102,28 @@ class CrossEncoderReranker(ScorerReranker):
             convert_to_numpy=True,
         )
         return np.asarray(scores, dtype=np.float32).reshape(-1)
+
+    def _score_onnx(self, query: str, passages: Sequence[str], manifest: dict[str, Any]) -> np.ndarray:
+        from fixgraph.retrieval import onnx_runtime
+
+        model = _load(str(self.path), self.max_length, False, self.threads)
+        path = onnx_runtime.cached_model(
+            model[0].model,
+            stable_hash(manifest["weights_sha256"]),
+            "logits",
+            self.quantize,
+            inputs=model.tokenizer.model_input_names,
+        )
+        scores = []
+        for first in range(0, len(passages), self.batch_size):
+            batch = list(passages[first : first + self.batch_size])
+            features = model.tokenizer(
+                [query] * len(batch),
+                batch,
+                truncation="only_second",
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="np",
+            )
+            scores.append(onnx_runtime.run(path, self.threads, features).reshape(-1))
+        return np.concatenate(scores).astype(np.float32)
