@@ -80,6 +80,6 @@ def build_reranker(cfg: Any, **extra: Any) -> Reranker:
     from fixgraph.config import build
 
     # importing the modules registers their implementations
-    from fixgraph.retrieval import blend, cross_encoder, llm_rerank  # noqa: F401
+    from fixgraph.retrieval import bi_encoder_rerank, blend, cross_encoder, llm_rerank  # noqa: F401
 
     return build(RERANKERS, cfg, **extra)

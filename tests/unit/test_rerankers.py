@@ -68,3 +68,39 @@ def test_reranked_retriever_reorders_first_stage(tmp_path: Path) -> None:
 )
 def test_router_rules(query: str, kind: str) -> None:
     assert classify_query(query) == kind
+
+
+def test_bi_encoder_reranker_reads_cached_vectors_and_embeds_only_the_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixgraph.retrieval.bi_encoder_rerank import BiEncoderReranker
+    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
+
+    embedder_cfg = {"name": "hashing", "kind": "hashing", "dim": 256}
+    texts = {c.id: c.text for c in CHUNKS}
+    EmbeddingCache(tmp_path).embed(HashingEmbedder(dim=256), [texts["a"], texts["b"]])  # as a dense index does
+    reranker = BiEncoderReranker(embedder=embedder_cfg, cache_dir=str(tmp_path), top_n=3)
+    embedded: list[str] = []
+    original = HashingEmbedder.embed_documents
+    monkeypatch.setattr(
+        HashingEmbedder, "embed_documents", lambda self, batch: embedded.extend(batch) or original(self, batch)
+    )
+    hits = [Hit("a", 3.0), Hit("b", 2.0), Hit("c", 1.0)]
+    ranked = reranker.rerank("the router light is amber", hits, texts)
+    assert embedded == [texts["c"]]  # a and b came from the cache
+    oracle = HashingEmbedder(dim=256)  # cosine of the query with each passage, computed directly
+    expected = (
+        original(oracle, [texts[h.chunk_id] for h in hits])
+        @ oracle.embed_queries(["the router light is amber"])[0]
+    )
+    assert [h.chunk_id for h in ranked] == [hits[i].chunk_id for i in np.argsort(-expected, kind="stable")]
+    assert [h.score for h in ranked] == pytest.approx(sorted(expected, reverse=True))
+    reranker.rerank("reset the hub", hits, texts)
+    assert embedded == [texts["c"]]  # embedded once, then kept
+
+
+def test_bi_encoder_reranker_needs_an_embedder() -> None:
+    from fixgraph.retrieval.bi_encoder_rerank import BiEncoderReranker
+
+    with pytest.raises(ValueError, match="reranker mpnet: needs an `embedder` config"):
+        BiEncoderReranker(name="mpnet")
