@@ -1,8 +1,9 @@
 """A bi-encoder reranker: cosine of the query with each candidate under a (stronger) embedder.
 
-Candidate vectors come from the embedding cache that the dense indexes fill (same text hash, same
-embedder identity), so reranking 30 candidates costs one query embedding and a 30 x d product; a
-candidate missing from the cache is embedded once and added. This is how a second, larger embedder
+Candidate vectors are embedded once, in batches, when the reranked retriever loads (`prepare`), through
+the embedding cache the dense indexes share (same text hash, same embedder identity); reranking 30
+candidates then costs one query embedding and a 30 x d product. A candidate not seen at load time is
+embedded on first use and added. This is how a second, larger embedder
 (mpnet) reorders a cheap first stage without a cross-encoder's per-pair forward passes.
 """
 
@@ -39,6 +40,11 @@ class BiEncoderReranker(ScorerReranker):
 
     def identity(self) -> str:
         return stable_hash({"kind": "bi_encoder", "embedder": self.embedder.identity()})
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Embed every candidate text up front, in batches (the reranked retriever calls this on load)."""
+        vectors = self.cache.embed(self.embedder, texts) if self.cache else self.embedder.embed_documents(texts)
+        self._vectors.update({sha256_text(t): v for t, v in zip(texts, vectors, strict=True)})
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         if not passages:

@@ -9,7 +9,9 @@ and the quantisation, so a retrained model never reuses a stale graph.
 
 from __future__ import annotations
 
+import logging
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -62,7 +64,8 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
     example = tuple(torch.ones((1, 4), dtype=torch.long) for _ in inputs)
     axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
     axes[output] = {0: "batch", 1: "sequence"} if output == "last_hidden_state" else {0: "batch"}
-    with atomic_path(path) as tmp, torch.inference_mode():
+    with atomic_path(path) as tmp, torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's warnings about BERT's mask code, harmless here
         torch.onnx.export(
             Wrapped(model.eval()),
             example,
@@ -78,10 +81,16 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
 def quantize_int8(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with atomic_path(target) as tmp:
-        quantize_dynamic(
-            str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
-        )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))  # the quantiser logs one INFO line per tensor on the root logger
+    try:
+        with atomic_path(target) as tmp:
+            quantize_dynamic(
+                str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+            )
+    finally:
+        root.setLevel(level)
 
 
 def cached_model(

@@ -39,6 +39,9 @@ class RerankedRetriever:
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         self.first_stage.load(chunks, workdir / "first_stage")
         self._texts = {c.id: c.index_text() for c in chunks}
+        prepare = getattr(self.reranker, "prepare", None)
+        if prepare is not None:  # rerankers with per-passage state (vectors) build it once, in batches
+            prepare(list(self._texts.values()))
 
     def search(self, query: str, k: int) -> list[Hit]:
         started = time.perf_counter()

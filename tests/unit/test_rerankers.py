@@ -90,8 +90,7 @@ def test_bi_encoder_reranker_reads_cached_vectors_and_embeds_only_the_missing(
     assert embedded == [texts["c"]]  # a and b came from the cache
     oracle = HashingEmbedder(dim=256)  # cosine of the query with each passage, computed directly
     expected = (
-        original(oracle, [texts[h.chunk_id] for h in hits])
-        @ oracle.embed_queries(["the router light is amber"])[0]
+        original(oracle, [texts[h.chunk_id] for h in hits]) @ oracle.embed_queries(["the router light is amber"])[0]
     )
     assert [h.chunk_id for h in ranked] == [hits[i].chunk_id for i in np.argsort(-expected, kind="stable")]
     assert [h.score for h in ranked] == pytest.approx(sorted(expected, reverse=True))
@@ -104,3 +103,22 @@ def test_bi_encoder_reranker_needs_an_embedder() -> None:
 
     with pytest.raises(ValueError, match="reranker mpnet: needs an `embedder` config"):
         BiEncoderReranker(name="mpnet")
+
+
+def test_reranked_retriever_prepares_bi_encoder_vectors_on_load(tmp_path: Path) -> None:
+    reranked = {
+        "name": "bm25_bi",
+        "kind": "reranked",
+        "first_stage": {"name": "bm25", "kind": "bm25"},
+        "reranker": {
+            "name": "bi",
+            "kind": "bi_encoder",
+            "embedder": {"name": "hashing", "kind": "hashing", "dim": 128},
+            "cache_dir": str(tmp_path / "cache"),
+        },
+    }
+    build_retriever(reranked).build(CHUNKS, tmp_path / "index")
+    retriever = build_retriever(reranked)
+    retriever.load(CHUNKS, tmp_path / "index")
+    assert len(retriever.reranker._vectors) == len(CHUNKS)  # type: ignore[attr-defined]
+    assert retriever.search("reset the hub paper clip", 1)[0].chunk_id == "a"
