@@ -32,6 +32,10 @@ class OnnxUnavailableError(ImportError):
     pass
 
 
+class OnnxExportError(RuntimeError):
+    """The exported graph does not reproduce the torch model (e.g. a shape the tracer baked in)."""
+
+
 def _require() -> None:
     try:
         import onnx  # noqa: F401
@@ -64,10 +68,13 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
     example = tuple(torch.ones((1, 4), dtype=torch.long) for _ in inputs)
     axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
     axes[output] = {0: "batch", 1: "sequence"} if output == "last_hidden_state" else {0: "batch"}
+    # the exporter restores the module's own training flag afterwards: a fresh wrapper is in training
+    # mode, and restoring it would switch the caller's model's dropout on for every later torch call
+    wrapped = Wrapped(model).eval()
     with atomic_path(path) as tmp, torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings about BERT's mask code, harmless here
         torch.onnx.export(
-            Wrapped(model.eval()),
+            wrapped,
             example,
             str(tmp),
             input_names=list(inputs),
@@ -76,6 +83,37 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
             opset_version=OPSET,
             dynamo=False,  # the TorchScript exporter: no onnxscript dependency, stable for BERT encoders
         )
+        check_export(model, output, tmp, inputs)
+
+
+def check_export(model: Any, output: str, path: Path, inputs: Sequence[str]) -> None:
+    """Compare the graph with torch on two batches of other lengths than the trace's. The tracer turns
+    Python arithmetic on shapes into constants: MPNet's relative-position buckets, for one, come out
+    fixed to the example's length, and every query vector is then wrong."""
+    import torch
+
+    generator = np.random.default_rng(0)
+    vocabulary = int(getattr(model.config, "vocab_size", 1000))
+    for rows, length in ((1, 9), (3, 23)):
+        feed = {name: np.ones((rows, length), dtype=np.int64) for name in inputs}
+        feed["input_ids"] = generator.integers(5, min(1000, vocabulary), size=(rows, length))
+        if "token_type_ids" in feed:
+            feed["token_type_ids"] = np.zeros((rows, length), dtype=np.int64)
+        with torch.inference_mode():
+            expected = getattr(model(**{k: torch.from_numpy(v) for k, v in feed.items()}), output).numpy()
+        got = _session_for_check(path).run(None, feed)[0]
+        error = float(np.abs(got - expected).max())
+        if error > 1e-3 * max(1.0, float(np.abs(expected).max())):
+            raise OnnxExportError(
+                f"ONNX export of {type(model).__name__} does not match torch (max abs error {error:.3g} at "
+                f"length {length}); use the torch backend for this model"
+            )
+
+
+def _session_for_check(path: Path) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
 def quantize_int8(source: Path, target: Path) -> None:
@@ -103,7 +141,7 @@ def cached_model(
 ) -> Path:
     """The ONNX file for `model` (exported, then quantised if asked), built once per key."""
     _require()
-    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET}
+    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET, "checked": True}
     folder = (cache_dir or DEFAULT_CACHE) / stable_hash(key)[:20]
     fp32 = folder / "model.onnx"
     target = folder / "model.int8.onnx" if quantize else fp32

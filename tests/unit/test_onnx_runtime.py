@@ -46,6 +46,8 @@ def test_onnx_matches_torch_and_int8_stays_close(tmp_path: Path, classifier: boo
     expected = torch_output(model, feed, output)
     fp32 = onnx_runtime.cached_model(model, "tiny", output, quantize=False, cache_dir=tmp_path)
     np.testing.assert_allclose(onnx_runtime.run(fp32, 1, feed), expected, atol=1e-4)
+    assert not model.training  # the exporter must not leave dropout on for the caller's torch model
+    np.testing.assert_array_equal(torch_output(model, feed, output), expected)
     int8 = onnx_runtime.cached_model(model, "tiny", output, quantize=True, cache_dir=tmp_path)
     assert int8 != fp32 and int8.name == "model.int8.onnx"
     assert np.abs(onnx_runtime.run(int8, 1, feed) - expected).max() < 0.25 * np.abs(expected).max()
@@ -59,6 +61,14 @@ def test_export_is_cached_per_model_identity(tmp_path: Path) -> None:
     assert again == first and again.stat().st_mtime_ns == stamp  # not exported twice
     retrained = onnx_runtime.cached_model(model, "weights-b", "last_hidden_state", quantize=False, cache_dir=tmp_path)
     assert retrained.parent != first.parent  # new weights never reuse a stale graph
+
+
+def test_check_export_rejects_a_graph_that_differs_from_torch(tmp_path: Path) -> None:
+    path = onnx_runtime.cached_model(tiny_bert(), "tiny", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    other = tiny_bert()
+    torch.nn.init.normal_(other.embeddings.word_embeddings.weight)  # type: ignore[attr-defined]
+    with pytest.raises(onnx_runtime.OnnxExportError, match="BertModel does not match torch"):
+        onnx_runtime.check_export(other, "last_hidden_state", path, onnx_runtime.INPUTS)
 
 
 def test_unknown_output_is_named(tmp_path: Path) -> None:
