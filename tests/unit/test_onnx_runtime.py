@@ -71,6 +71,15 @@ def test_check_export_rejects_a_graph_that_differs_from_torch(tmp_path: Path) ->
         onnx_runtime.check_export(other, "last_hidden_state", path, onnx_runtime.INPUTS)
 
 
+def test_check_quantized_rejects_an_int8_graph_that_lost_the_output(tmp_path: Path) -> None:
+    fp32 = onnx_runtime.cached_model(tiny_bert(), "a", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    other = tiny_bert()
+    torch.nn.init.normal_(other.embeddings.word_embeddings.weight)  # type: ignore[attr-defined]
+    unrelated = onnx_runtime.cached_model(other, "b", "last_hidden_state", quantize=True, cache_dir=tmp_path)
+    with pytest.raises(onnx_runtime.OnnxExportError, match="distorts its output"):
+        onnx_runtime.check_quantized(fp32, unrelated, 64, onnx_runtime.INPUTS)
+
+
 def test_unknown_output_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown output 'pooler'"):
         onnx_runtime.export(tiny_bert(), "pooler", tmp_path / "m.onnx")
