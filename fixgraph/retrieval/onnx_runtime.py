@@ -189,6 +189,8 @@ def session(path: str, threads: int) -> Any:
     options.intra_op_num_threads = max(0, threads)  # 0: onnxruntime's default (all cores)
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # idle worker threads spin by default: on a shared 2-core machine they steal the cores other work needs
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
