@@ -10,7 +10,9 @@ Mechanical (a question failing one is wrong, whatever a reviewer thinks):
   its words are there ("control the mouse pointer using the keypad" for "Click and move the mouse
   pointer using the keypad").
 Screen (cheap plausibility rules): the question reads as one (3-60 words), there is a reference answer,
-1-3 key facts, quotes long enough to be evidence, and no near-duplicate of an earlier question.
+1-3 key facts, quotes long enough to be evidence, no near-duplicate of an earlier question, no copy of
+its own evidence (retrieval would be trivial), and no reference to the material it was written from
+("in the desktop help manual", "the passage"): a user has not seen it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ STOPWORDS = frozenset(
 # verbs of almost every help title: sharing one says nothing about the concept
 GENERIC = frozenset({"change", "set", "make", "get", "turn", "find", "add", "open", "help", "work", "problem"})
 MIN_QUOTE_CHARS = 20
+SOURCE_MENTION = re.compile(r"\b(help manual|passages?|sentences?|the text|page [ac])\b", re.IGNORECASE)
 
 
 def normalise(text: str) -> str:
@@ -93,6 +96,11 @@ def screen_problems(question: Question, earlier: Iterable[str]) -> list[str]:
         problems.append(f"{len(question.key_facts)} key facts (1-3 expected)")
     if any(len(g.quote.strip()) < MIN_QUOTE_CHARS for g in question.gold):
         problems.append(f"a gold quote is shorter than {MIN_QUOTE_CHARS} characters")
+    if any(fuzz.ratio(normalise(question.question).lower(), normalise(g.quote).lower()) >= 90 for g in question.gold):
+        problems.append("question copies its evidence")
+    mention = SOURCE_MENTION.search(question.question)
+    if mention:
+        problems.append(f"question refers to its source material: {mention.group(0)!r}")
     for other in earlier:
         if fuzz.token_set_ratio(question.question.lower(), other.lower()) >= 90:
             problems.append(f"near-duplicate of an earlier question: {other[:60]!r}")

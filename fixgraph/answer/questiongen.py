@@ -56,6 +56,8 @@ CHECKS = {
     "key facts": "screen_key_facts",
     "a gold quote is shorter": "screen_quote_length",
     "near-duplicate": "screen_duplicate",
+    "question copies its evidence": "screen_copied_evidence",
+    "question refers to its source": "screen_source_mention",
 }
 
 
@@ -204,10 +206,14 @@ def leak_targets(question: Question, titles: Mapping[str, str]) -> dict[str, str
 
 
 def check_file(path: Path, page_texts: Mapping[str, str], titles: Mapping[str, str]) -> dict[str, list[str]]:
-    """qid -> mechanical problems of every question of a file."""
+    """qid -> problems of every question of a file: the mechanical checks and the screen (in file order,
+    so a near-duplicate is reported on the later question)."""
     out: dict[str, list[str]] = {}
+    earlier: list[str] = []
     for question in load_questions(path):
         problems = mechanical_problems(question, page_texts, leak_targets(question, titles))
+        problems += screen_problems(question, earlier)
+        earlier.append(question.question)
         if problems:
             out[question.qid] = problems
     return out
@@ -256,7 +262,16 @@ def command(cfg: DictConfig, action: str, out: Path, limit: int, kinds: Sequence
     titles = {d.id: d.title for d in docs}
     if action == "check":
         problems = check_file(out, page_texts, titles)
-        print(json.dumps({"file": str(out), "problems": problems}, indent=2))
+        failed = Counter(check_name(p) for found in problems.values() for p in found)
+        print(
+            json.dumps(
+                {"file": str(out), "problems": problems, "failed_by_check": dict(sorted(failed.items()))}, indent=2
+            )
+        )
+        if problems:  # the questions that pass, next to the file, for `evaluate --questions`
+            passing = [q for q in load_questions(out) if q.qid not in problems]
+            write_questions(out.with_suffix(".passing.jsonl"), passing)
+            print(f"{len(passing)} of {len(passing) + len(problems)} pass -> {out.with_suffix('.passing.jsonl')}")
         return 1 if problems else 0
     if action == "review":
         made, reviewed = review(out)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixgraph.answer.qcandidates import Candidate, EvidenceSentence, number_sentences, split_sentences
-from fixgraph.answer.qchecks import leaked_words, mechanical_problems
+from fixgraph.answer.qchecks import leaked_words, mechanical_problems, screen_problems
 from fixgraph.answer.questiongen import GenerationError, check_file, generate, to_question, write_questions
 from fixgraph.evaluation.questions import Question
 from fixgraph.llm.base import FakeLLM
@@ -135,3 +135,23 @@ def test_check_file_tests_path_questions_against_their_answer_node(tmp_path: Pat
     assert check_file(out, {"mousekeys": PAGE}, TITLES) == {
         "gen-path-001": ["question names the concept of 'answer' ('Click Accessibility'): access, click"]
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("Click Accessibility to open the panel.", "question copies its evidence"),
+        (
+            "How do I open the panel in the desktop help manual?",
+            "question refers to its source material: 'help manual'",
+        ),
+        ("What does the passage say about the panel?", "question refers to its source material: 'passage'"),
+    ],
+)
+def test_screen_rejects_copied_evidence_and_source_mentions(text: str, problem: str) -> None:
+    question = to_question(
+        candidate(), {"question": text, "answer": "a", "key_facts": ["f"], "evidence": [2]}, "g", "m"
+    )
+    assert screen_problems(question, []) == [problem]
+    fine = question.model_copy(update={"question": "My hand hurts when I click, is there another way?"})
+    assert screen_problems(fine, []) == []
