@@ -1,23 +1,25 @@
 """Question generation in the shared question format, from the knowledge graph and from conditional links.
 
-- path questions: two-hop paths of the graph (a -r1-> b -r2-> c over problem/fix/step relations); the
-  model reads the chunks that evidence both edges and writes a question, reference answer, key facts
-  and verbatim evidence quotes (prompt question_from_path_v1).
-- bridge questions: a conditional link (links.parquet, `conditional` true) from page A to page C; the
-  model writes the question of someone in A's situation whose answer is on C, without naming C's
-  concept (prompt question_bridge_v1). The record carries `bridge: {from: A, to: C, link_text}`.
+Candidates (`qcandidates`): path questions from two-hop graph paths, bridge questions from conditional
+links (the situation of page A, the answer on the linked page C, C's concept not named). The model
+writes the question, a reference answer and key facts, and picks its evidence by SENTENCE NUMBER; code
+copies those sentences as the gold quotes (verbatim by construction; the checks verify it anyway).
 
-Every candidate goes through the mechanical checks and the screen (`answer.qchecks`); the ones that pass
-are written to the output file (runnable with `fixgraph evaluate --questions`), the others with their
-reasons to `<out>.rejected.jsonl`. `fixgraph questions review` then asks a person to accept or reject
-each one (resumable), writing the accepted ones to `<out stem>.reviewed.jsonl`.
+Every candidate goes through the mechanical checks and the screen (`qchecks`, independent of the
+generator). A candidate that fails is asked once more with the checks' complaints as feedback
+(`retries`). Passing questions go to the output file (runnable with `fixgraph evaluate --questions`),
+the others with their reasons to `<out>.rejected.jsonl`, the pass rates per check and kind to
+`<out>.summary.json`. `fixgraph questions review` then asks a person to accept or reject each one
+(resumable), writing the accepted ones to `<out stem>.reviewed.jsonl`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,131 +27,77 @@ import pandas as pd
 from omegaconf import DictConfig
 from pydantic import ValidationError
 
-from fixgraph.answer.prompts import load_prompt
+from fixgraph.answer.qcandidates import Candidate, bridge_candidates, path_candidates
 from fixgraph.answer.qchecks import mechanical_problems, screen_problems
 from fixgraph.evaluation.questions import Question, load_questions
 from fixgraph.llm.structured import StructuredOutputError
 
-PATH_RELATIONS = ("describes_problem", "fixed_by", "has_cause", "has_step", "describes_task", "uses")
+log = logging.getLogger(__name__)
 GENERATED_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "question": {"type": "string", "maxLength": 400},
-        "answer": {"type": "string", "maxLength": 800},
+        "answer": {"type": "string", "maxLength": 600},
         "key_facts": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 200}},
-        "evidence": {
-            "type": "array",
-            "maxItems": 2,
-            "items": {
-                "type": "object",
-                "properties": {"page": {"type": "string"}, "quote": {"type": "string", "maxLength": 400}},
-                "required": ["page", "quote"],
-            },
-        },
+        "evidence": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "integer"}},
     },
     "required": ["question", "answer", "key_facts", "evidence"],
 }
+FEEDBACK = "\n\nYour previous reply was:\n{reply}\nIt was rejected because: {problems}.\nWrite a corrected reply."
+# problem message prefix -> check name, for the pass rates per check
+CHECKS = {
+    "invalid output": "valid_output",
+    "evidence sentence": "evidence_numbers",
+    "gold page": "gold_page_exists",
+    "gold quote not verbatim": "quote_verbatim",
+    "question names the concept": "no_concept_leak",
+    "question has": "screen_length",
+    "no reference answer": "screen_answer",
+    "key facts": "screen_key_facts",
+    "a gold quote is shorter": "screen_quote_length",
+    "near-duplicate": "screen_duplicate",
+    "question copies its evidence": "screen_copied_evidence",
+    "question refers to its source": "screen_source_mention",
+}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    kind: str  # path | bridge
-    source: str  # human-readable origin (the path, or A -> C)
-    prompt: str
-    pages: tuple[str, ...]  # pages whose text the gold quotes may come from
-    leak_pages: tuple[str, ...]  # pages whose title words the question must not use
-    bridge: dict[str, str] | None = None
+class GenerationError(ValueError):
+    """A reply that parses but cannot become a question (e.g. evidence numbers that were not shown)."""
 
 
-def path_candidates(
-    graph_dir: Path, chunks: Mapping[str, Any], limit: int, max_chars: int = 1200
-) -> Iterator[Candidate]:
-    """Two-hop paths over PATH_RELATIONS whose edges are evidenced by chunks, in a deterministic order."""
-    from fixgraph.kg.store import GraphStore
-
-    store = GraphStore.read(graph_dir)
-    edges = store.edges[store.edges["relation"].isin(PATH_RELATIONS)].sort_values("edge_id")
-    evidence = store.edge_chunks()
-    names = dict(zip(store.nodes["node_id"], store.nodes["name"], strict=True))
-    by_source: dict[str, list[Any]] = {}
-    for edge in edges.itertuples():
-        by_source.setdefault(str(edge.source), []).append(edge)
-    template, _ = load_prompt("question_from_path_v1")
-    made = 0
-    for first in edges.itertuples():
-        for second in by_source.get(str(first.target), [])[:1]:
-            if made >= limit or second.target == first.source:
-                continue
-            chunk_ids = sorted(evidence.get(str(first.edge_id), set()) | evidence.get(str(second.edge_id), set()))
-            passages = [chunks[c] for c in chunk_ids if c in chunks][:3]
-            if not passages:
-                continue
-            hops = [
-                str(names.get(first.source, first.source)),
-                f"({first.relation}) {names.get(first.target, first.target)}",
-                f"({second.relation}) {names.get(second.target, second.target)}",
-            ]
-            path = " -> ".join(hops)
-            text = "\n\n".join(f"[page {c.doc_id}] {c.text}" for c in passages)[:max_chars]
-            pages = tuple(dict.fromkeys(c.doc_id for c in passages))
-            yield Candidate("path", path, template.substitute(path=path, passages=text), pages, pages)
-            made += 1
+def generated_info(question: Question) -> dict[str, Any]:
+    """The `generated` record of a generated question ({} for others)."""
+    info = (question.model_extra or {}).get("generated")
+    return info if isinstance(info, dict) else {}
 
 
-def bridge_candidates(
-    links: pd.DataFrame, page_texts: Mapping[str, str], titles: Mapping[str, str], limit: int, max_chars: int = 1200
-) -> Iterator[Candidate]:
-    """Resolved conditional links between two different pages, one per (A, C) pair."""
-    template, _ = load_prompt("question_bridge_v1")
-    rows = links[
-        (links["conditional"]) & (links["status"] == "resolved") & (links["source_doc"] != links["resolved_doc"])
-    ]
-    seen: set[tuple[str, str]] = set()
-    for row in rows.sort_values(["source_doc", "resolved_doc"]).itertuples():
-        pair = (str(row.source_doc), str(row.resolved_doc))
-        if pair in seen or pair[1] not in page_texts or len(seen) >= limit:
-            continue
-        seen.add(pair)
-        source, target = pair
-        prompt = template.substitute(
-            source=source,
-            target=target,
-            target_title=titles.get(target, target),
-            source_text=f"{row.sentence}\n{page_texts.get(source, '')}"[: max_chars // 2],
-            target_text=page_texts[target][:max_chars],
+def check_name(problem: str) -> str:
+    for prefix, name in CHECKS.items():
+        if prefix in problem.split(":")[0]:
+            return name
+    return "other"
+
+
+def to_question(candidate: Candidate, value: Mapping[str, Any], qid: str, model: str) -> Question:
+    numbers = list(dict.fromkeys(int(n) for n in value["evidence"]))
+    wrong = [n for n in numbers if not 1 <= n <= len(candidate.sentences)]
+    if wrong or not numbers:
+        raise GenerationError(
+            f"evidence sentence {wrong or numbers} is not one of the numbered sentences 1-{len(candidate.sentences)}"
         )
-        bridge = {"from": source, "to": target, "link_text": str(row.anchor_text)}
-        yield Candidate("bridge", f"{source} -> {target}", prompt, (target,), (target,), bridge)
-
-
-def evidence_page(candidate: Candidate, named: str, quote: str, page_texts: Mapping[str, str]) -> str:
-    """The candidate page whose text holds the quote (code decides; models mangle page ids, e.g. they
-    copy the "page " label of the passage), else the named page with that label removed."""
-    from fixgraph.answer.qchecks import normalise
-
-    for page in candidate.pages:
-        if normalise(quote) and normalise(quote) in normalise(page_texts.get(page, "")):
-            return page
-    named = named.strip().removeprefix("page ").strip()
-    return named if candidate.kind == "path" else candidate.pages[0]
-
-
-def to_question(
-    candidate: Candidate, value: Mapping[str, Any], qid: str, model: str, page_texts: Mapping[str, str]
-) -> Question:
-    gold = [
-        {"page": evidence_page(candidate, str(e["page"]), str(e["quote"]), page_texts), "quote": str(e["quote"])}
-        for e in value["evidence"]
-    ]
+    picked = [candidate.sentences[n - 1] for n in numbers]
+    generated: dict[str, Any] = {"kind": candidate.kind, "source": candidate.source, "model": model}
+    if candidate.answer_node:
+        generated["answer_node"] = candidate.answer_node
     record: dict[str, Any] = {
         "qid": qid,
         "question": str(value["question"]).strip(),
         "qtype": "bridge" if candidate.kind == "bridge" else "multi",
         "answerable": True,
-        "gold": gold,
+        "gold": [{"page": s.page, "quote": s.text} for s in picked],
         "answer": str(value["answer"]).strip(),
-        "key_facts": [str(f) for f in value["key_facts"]],
-        "generated": {"kind": candidate.kind, "source": candidate.source, "model": model},
+        "key_facts": [str(f).strip() for f in value["key_facts"] if str(f).strip()],
+        "generated": generated,
     }
     if candidate.bridge:
         record["bridge"] = candidate.bridge
@@ -160,35 +108,86 @@ def to_question(
 class Generated:
     accepted: list[Question]
     rejected: list[dict[str, Any]]
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # one per model call round, with problems
+
+    def summary(self) -> dict[str, Any]:
+        """Pass rates per kind (first try, after the retry) and per check (over every attempt)."""
+        out: dict[str, Any] = {"kinds": {}, "checks": {}}
+        for kind in sorted({a["kind"] for a in self.attempts}):
+            mine = [a for a in self.attempts if a["kind"] == kind]
+            candidates = {a["qid"] for a in mine}
+            first = [a for a in mine if a["attempt"] == 1]
+            passed = sum(generated_info(q).get("kind") == kind for q in self.accepted)
+            out["kinds"][kind] = {
+                "candidates": len(candidates),
+                "passed_first_try": sum(not a["problems"] for a in first),
+                "passed": passed,
+                "pass_rate": passed / len(candidates) if candidates else None,
+            }
+        failed = Counter(check_name(p) for a in self.attempts for p in a["problems"])
+        failed_invalid = failed.get("valid_output", 0)
+        for name in dict.fromkeys(CHECKS.values()):
+            # a check is only reached by attempts that produced a question (invalid output stops early)
+            reached = len(self.attempts) - (0 if name == "valid_output" else failed_invalid)
+            out["checks"][name] = {"attempts": reached, "failed": failed.get(name, 0)}
+        return out
 
 
 def generate(
     llm: Any,
     candidates: Sequence[Candidate],
     page_texts: Mapping[str, str],
-    titles: Mapping[str, str],
     max_tokens: int = 300,
+    retries: int = 1,
 ) -> Generated:
+    """Ask, check, and ask once more with the complaints when a candidate fails (`retries` times)."""
     result = Generated([], [])
     for number, candidate in enumerate(candidates, start=1):
         qid = f"gen-{candidate.kind}-{number:03d}"
-        try:
-            value = llm.complete_json(
-                candidate.prompt, GENERATED_SCHEMA, stage="generate", temperature=0.0, max_tokens=max_tokens
-            ).value
-            question = to_question(candidate, value, qid, llm.identity(), page_texts)
-        except (StructuredOutputError, ValidationError) as exc:
-            result.rejected.append({"qid": qid, "source": candidate.source, "problems": [f"invalid output: {exc}"]})
-            continue
-        problems = mechanical_problems(question, page_texts, titles, candidate.leak_pages)
-        problems += screen_problems(question, [q.question for q in result.accepted])
-        if problems:
-            result.rejected.append(
-                {"qid": qid, "source": candidate.source, "problems": problems, **question.model_dump()}
-            )
+        prompt = candidate.prompt
+        for attempt in range(1, retries + 2):
+            question, problems, reply = _attempt(llm, candidate, prompt, qid, page_texts, max_tokens, result.accepted)
+            result.attempts.append({"qid": qid, "kind": candidate.kind, "attempt": attempt, "problems": problems})
+            log.info("%s try %d: %s", qid, attempt, "; ".join(problems) or "passed")
+            if question is not None and not problems:
+                generated_info(question)["attempts"] = attempt
+                result.accepted.append(question)
+                break
+            prompt = candidate.prompt + FEEDBACK.format(reply=reply, problems="; ".join(problems))
         else:
-            result.accepted.append(question)
+            record = question.model_dump() if question is not None else {}
+            result.rejected.append(
+                {"qid": qid, "source": candidate.source, "attempts": attempt, "problems": problems, **record}
+            )
     return result
+
+
+def _attempt(
+    llm: Any,
+    candidate: Candidate,
+    prompt: str,
+    qid: str,
+    page_texts: Mapping[str, str],
+    max_tokens: int,
+    accepted: Sequence[Question],
+) -> tuple[Question | None, list[str], str]:
+    """(question or None, problems, the reply as text for the feedback) of one model call."""
+    try:
+        value = llm.complete_json(
+            prompt + "\nJSON:", GENERATED_SCHEMA, stage="generate", temperature=0.0, max_tokens=max_tokens
+        ).value
+    except StructuredOutputError as exc:
+        return None, [f"invalid output: {exc}"], "(not valid JSON)"
+    reply = json.dumps(value, ensure_ascii=False)
+    try:
+        question = to_question(candidate, value, qid, llm.identity())
+    except GenerationError as exc:
+        return None, [str(exc)], reply
+    except ValidationError as exc:
+        return None, [f"invalid output: {exc.errors()[0]['msg']}"], reply
+    problems = mechanical_problems(question, page_texts, dict(candidate.leak))
+    problems += screen_problems(question, [q.question for q in accepted])
+    return question, problems, reply
 
 
 def write_questions(path: Path, questions: Sequence[Question]) -> None:
@@ -197,12 +196,24 @@ def write_questions(path: Path, questions: Sequence[Question]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
+def leak_targets(question: Question, titles: Mapping[str, str]) -> dict[str, str]:
+    """What the question must not name, from the question record alone: a bridge question C's title,
+    a generated path question its path's answer node (`generated.answer_node`)."""
+    if question.bridge is not None:
+        return {question.bridge.to: titles.get(question.bridge.to, question.bridge.to)}
+    node = generated_info(question).get("answer_node")
+    return {"answer": str(node)} if node else {}
+
+
 def check_file(path: Path, page_texts: Mapping[str, str], titles: Mapping[str, str]) -> dict[str, list[str]]:
-    """qid -> mechanical problems of every question of a file (bridge: C's title; else gold pages')."""
+    """qid -> problems of every question of a file: the mechanical checks and the screen (in file order,
+    so a near-duplicate is reported on the later question)."""
     out: dict[str, list[str]] = {}
+    earlier: list[str] = []
     for question in load_questions(path):
-        leak = [question.bridge.to] if question.bridge else sorted({g.page for g in question.gold})
-        problems = mechanical_problems(question, page_texts, titles, leak if question.bridge else [])
+        problems = mechanical_problems(question, page_texts, leak_targets(question, titles))
+        problems += screen_problems(question, earlier)
+        earlier.append(question.question)
         if problems:
             out[question.qid] = problems
     return out
@@ -251,7 +262,16 @@ def command(cfg: DictConfig, action: str, out: Path, limit: int, kinds: Sequence
     titles = {d.id: d.title for d in docs}
     if action == "check":
         problems = check_file(out, page_texts, titles)
-        print(json.dumps({"file": str(out), "problems": problems}, indent=2))
+        failed = Counter(check_name(p) for found in problems.values() for p in found)
+        print(
+            json.dumps(
+                {"file": str(out), "problems": problems, "failed_by_check": dict(sorted(failed.items()))}, indent=2
+            )
+        )
+        if problems:  # the questions that pass, next to the file, for `evaluate --questions`
+            passing = [q for q in load_questions(out) if q.qid not in problems]
+            write_questions(out.with_suffix(".passing.jsonl"), passing)
+            print(f"{len(passing)} of {len(passing) + len(problems)} pass -> {out.with_suffix('.passing.jsonl')}")
         return 1 if problems else 0
     if action == "review":
         made, reviewed = review(out)
@@ -265,16 +285,19 @@ def command(cfg: DictConfig, action: str, out: Path, limit: int, kinds: Sequence
     if "path" in kinds:
         graph_stage.build(cfg, track=False)
         chunks = {c.id: c for c in load_chunks(cfg)}
-        candidates += list(path_candidates(graph_stage.graph_dir(cfg), chunks, limit))
+        candidates += list(path_candidates(graph_stage.graph_dir(cfg), chunks, titles, limit))
     if "bridge" in kinds:
         links = pd.read_parquet(Layout.from_config(cfg).link_graph)
         candidates += list(bridge_candidates(links, page_texts, titles, limit))
-    result = generate(llm, candidates, page_texts, titles)
+    result = generate(llm, candidates, page_texts)
     write_questions(out, result.accepted)
     rejected = out.with_suffix(".rejected.jsonl")
     rejected.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in result.rejected), encoding="utf-8")
+    summary = {**result.summary(), "model": llm.identity(), "usage": llm.usage.totals()}
+    out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(summary, indent=2))
     print(
         f"{len(candidates)} candidates: {len(result.accepted)} passed the checks -> {out}; "
-        f"{len(result.rejected)} rejected -> {rejected}; usage {llm.usage.totals()}"
+        f"{len(result.rejected)} rejected -> {rejected}"
     )
     return 0

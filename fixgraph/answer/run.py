@@ -24,7 +24,7 @@ from fixgraph.answer.base import Answerer, ClosedBookAnswerer, build_answerer
 from fixgraph.answer.ragas import RagasMetrics, RagasScores
 from fixgraph.answer.report import answer_table, compare_answers
 from fixgraph.answer.scoring import ScoredAnswer, abstention_judgement
-from fixgraph.answer.verify import ClaimVerifier, Verification
+from fixgraph.answer.verify import Verification, build_verifier
 from fixgraph.config import ConfigError, systems_of, to_dict
 from fixgraph.corpus.models import Chunk
 from fixgraph.evaluation.answer_metrics import AnswerScores, abstention_scores
@@ -67,9 +67,7 @@ def pick_questions(questions: list[Question], limit: int | None) -> list[Questio
 class _Scorer:
     def __init__(self, cfg: DictConfig, llm: Any) -> None:
         settings = cfg.answer
-        verify = dict(settings.get("verify") or {})
-        self.verify_enabled = bool(verify.pop("enabled", True))
-        self.verifier = ClaimVerifier(llm, **verify)
+        self.verifier, self.verify_enabled = build_verifier(to_dict(settings.get("verify") or {}), llm)
         self.judge = build_judge(cfg.judge)
         if hasattr(self.judge, "attach"):
             self.judge.attach(llm)
@@ -131,7 +129,8 @@ def run_answers(
             answer = this.answer(llm, question.qid, question.question, hits, chunks, system)
             scored.append(scorer.score(question, answer, chunks, retrieved))
             log.info("%s %d/%d %s: %s", system, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
-    return _finish(cfg, layout, name, questions, questions_path, mapping, scored, chunk_result.info, llm, track)
+    llms = {"llm": llm, "verifier": scorer.verifier.llm}
+    return _finish(cfg, layout, name, questions, questions_path, mapping, scored, chunk_result.info, llms, track)
 
 
 def _finish(
@@ -143,9 +142,10 @@ def _finish(
     mapping: Any,
     scored: list[ScoredAnswer],
     chunker_info: dict[str, Any],
-    llm: Any,
+    llms: Mapping[str, Any],
     track: bool | None,
 ) -> EvaluationResult:
+    llm, verifier = llms["llm"], llms["verifier"]
     per_question = pd.DataFrame([s.row(mapping) for s in scored])
     boot = cfg.evaluation.bootstrap
     metric_frame = per_question.drop(columns=["answerable"])
@@ -178,6 +178,12 @@ def _finish(
         },
         "abstention": abstention,
         "llm": {"name": llm.name, "identity": llm.identity(), "usage": llm.usage.totals()},
+        # which model verified; its usage is its own client's when it is not the answering model
+        "verifier": {
+            "identity": verifier.identity(),
+            "own_model": verifier is not llm,
+            **({"usage": verifier.usage.totals()} if verifier is not llm else {}),
+        },
         "judge": str(cfg.judge.name),
         "comparison": comparison_json,
     }

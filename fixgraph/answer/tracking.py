@@ -38,9 +38,13 @@ def log_answers(cfg: DictConfig, result: EvaluationResult) -> str:
     setup(cfg)
     baseline = str(cfg.answer.get("baseline") or result.info["systems"][0])
     with mlflow.start_run(run_id=run_id):
-        mlflow.set_tags({"stage": "answers", "judge": result.info["judge"], "llm": result.info["llm"]["identity"]})
+        verifier = result.info.get("verifier") or {}
+        tags = {"stage": "answers", "judge": result.info["judge"], "llm": result.info["llm"]["identity"]}
+        mlflow.set_tags({**tags, "verifier_llm": verifier.get("identity", tags["llm"])})
         mlflow.log_metrics(comparison_metrics(result.info.get("comparison", []), baseline))
         mlflow.log_metrics(usage_metrics(result.info["llm"]["usage"]))
+        if verifier.get("usage"):  # a verifier with its own model: llm_verifier_<stage>_<field>
+            mlflow.log_metrics({f"llm_verifier_{k[4:]}": v for k, v in usage_metrics(verifier["usage"]).items()})
         agreement = result.info.get("agreement")
         if agreement:
             mlflow.log_metrics({f"judge_{k}": float(v) for k, v in agreement.items() if isinstance(v, (int, float))})

@@ -6,6 +6,10 @@ alignment >= `quote_min`, the same check the knowledge graph's edge verifier use
 without evidence does not count. A sentence is supported when at least one of its citations is; an
 uncited sentence is unsupported by definition (nothing backs it). A malformed verdict (after the
 client's one retry) counts as "not supported" and is tallied under its own reason.
+
+By default the answering model verifies (under its own prompt); `answer.verify.llm` (a model config,
+e.g. `+llm@answer.verify.llm=qwen_coder_15b`) gives the verifier a model of its own, like `judge.llm`:
+a model checking its own claims is the weakest verifier there is.
 """
 
 from __future__ import annotations
@@ -72,8 +76,16 @@ class Verification:
 
 
 class ClaimVerifier:
-    def __init__(self, llm: Any, prompt: str = "verify_claim_v1", quote_min: float = 90.0, max_tokens: int = 120):
+    def __init__(
+        self,
+        llm: Any,
+        prompt: str = "verify_claim_v1",
+        quote_min: float = 90.0,
+        max_tokens: int = 120,
+        own_model: bool = False,
+    ):
         self.llm = llm
+        self.own_model = own_model  # True: not the answering model
         self.quote_min = quote_min
         self.max_tokens = max_tokens
         self.template, self.prompt_version = load_prompt(prompt)
@@ -113,3 +125,15 @@ class ClaimVerifier:
                 )
             verification.sentences.append(verdict)
         return verification
+
+
+def build_verifier(settings: Mapping[str, Any] | None, answering_llm: Any) -> tuple[ClaimVerifier, bool]:
+    """(verifier, enabled) from the `answer.verify` settings; with `llm` set, the verifier's own model."""
+    options = dict(settings or {})
+    enabled = bool(options.pop("enabled", True))
+    own = options.pop("llm", None)
+    if own:
+        from fixgraph.llm.base import build_llm
+
+        return ClaimVerifier(build_llm(own), own_model=True, **options), enabled
+    return ClaimVerifier(answering_llm, **options), enabled

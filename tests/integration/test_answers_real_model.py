@@ -51,3 +51,25 @@ def test_real_model_answers_verifies_and_judges(fixture_config: Callable[..., Di
     usage = result.info["llm"]["usage"]
     assert usage["answer"]["calls"] >= 4 and usage["answer"]["output_tokens"] > 0
     assert result.mlflow_run_id is not None
+
+
+def test_real_model_generates_a_checked_bridge_question(fixture_config: Callable[..., DictConfig]) -> None:
+    import pandas as pd
+
+    from fixgraph.answer.qcandidates import bridge_candidates
+    from fixgraph.answer.questiongen import generate
+    from fixgraph.experiment import stages
+    from fixgraph.experiment.layout import Layout
+    from fixgraph.llm.base import build_llm
+
+    cfg = fixture_config(["llm=qwen_coder_05b", f"llm.model_dir={REPO / 'models'}"])
+    stages.chunk(cfg)
+    docs = stages.load_documents(cfg)
+    texts, titles = {d.id: d.text for d in docs}, {d.id: d.title for d in docs}
+    candidates = list(bridge_candidates(pd.read_parquet(Layout.from_config(cfg).link_graph), texts, titles, 1))
+    result = generate(build_llm(cfg.llm), candidates, texts, max_tokens=200)
+    summary = result.summary()
+    # constrained decoding: every reply is schema-valid JSON with evidence numbers that were shown
+    assert summary["checks"]["valid_output"]["failed"] == 0 and summary["checks"]["evidence_numbers"]["failed"] == 0
+    assert summary["checks"]["quote_verbatim"]["failed"] == 0  # quotes are copied by code
+    assert summary["kinds"]["bridge"]["candidates"] == 1 and len(result.accepted) + len(result.rejected) == 1

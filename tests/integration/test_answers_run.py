@@ -83,6 +83,8 @@ def test_answers_experiment_end_to_end(
     mlflow.set_tracking_uri(str(cfg.tracking.uri))
     parent = mlflow.get_run(result.mlflow_run_id)
     assert parent.data.tags["stage"] == "answers"
+    assert parent.data.tags["verifier_llm"] == "fake:fake-model"  # the answering model verified
+    assert result.info["verifier"] == {"identity": "fake:fake-model", "own_model": False}
     assert "vs_closed_book.hybrid.correctness.p_holm" in parent.data.metrics
     assert parent.data.metrics["llm_answer_calls"] == 10.0
     assert parent.data.metrics["judge_exact"] == pytest.approx(2 / 3)
@@ -94,6 +96,30 @@ def test_answers_experiment_end_to_end(
     assert sorted(c.info.run_name for c in children) == ["closed_book", "hybrid"]
     for child in children:
         assert {"correctness", "correctness_ci_low", "correctness_ci_high", "answer_p95_ms"} <= set(child.data.metrics)
+
+
+def test_verifier_with_its_own_model_is_used_and_recorded(
+    fixture_config: Callable[..., DictConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    answering, checking = FakeLLM(responses=REPLIES), FakeLLM(responses=REPLIES, model="checker")
+    monkeypatch.setattr(
+        "fixgraph.llm.base.build_llm",
+        lambda cfg: LLMClient(checking if cfg.get("model") == "checker" else answering, cache={"enabled": False}),
+    )
+    overrides = ["+llm@answer.verify.llm=fake", "+answer.verify.llm.model=checker", "answer.ragas.enabled=false"]
+    cfg = fixture_config(["experiment=answers", "answer.max_chunks=2", *overrides])
+    result = build_experiment(cfg.experiment).run(cfg)
+    verify = "Does the text support the claim?"
+    assert not any(verify in r["prompt"] for r in answering.requests)
+    # 5 hybrid answers, one cited sentence each (citation 9 is stripped, sentence 2 is uncited)
+    assert [verify in r["prompt"] for r in checking.requests] == [True] * 5
+    assert result.info["verifier"]["identity"] == "fake:checker" and result.info["verifier"]["own_model"]
+    mlflow.set_tracking_uri(str(cfg.tracking.uri))
+    parent = mlflow.get_run(result.mlflow_run_id)
+    assert parent.data.tags["verifier_llm"] == "fake:checker" and parent.data.tags["llm"] == "fake:fake-model"
+    assert parent.data.metrics["llm_verifier_verify_calls"] == 5.0
 
 
 def test_closed_book_option_answers_without_retrieval(fixture_config: Callable[..., DictConfig], fake: FakeLLM) -> None:

@@ -10,16 +10,9 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
+from fixgraph.answer.qcandidates import Candidate, EvidenceSentence, bridge_candidates
 from fixgraph.answer.qchecks import content_words, mechanical_problems
-from fixgraph.answer.questiongen import (
-    Candidate,
-    bridge_candidates,
-    check_file,
-    evidence_page,
-    generate,
-    review,
-    write_questions,
-)
+from fixgraph.answer.questiongen import check_file, generate, review, write_questions
 from fixgraph.evaluation.questions import Question
 from fixgraph.experiment import stages
 from fixgraph.experiment.evaluate import evaluate
@@ -30,19 +23,22 @@ from fixgraph.llm.client import LLMClient
 QUOTE = "Hold the Reset button for fifteen seconds with a paper clip."
 
 
-def generated(question: str, quote: str = QUOTE, facts: tuple[str, ...] = ("hold the button fifteen seconds",)) -> str:
+def generated(
+    question: str, evidence: tuple[int, ...] = (3,), facts: tuple[str, ...] = ("hold fifteen seconds",)
+) -> str:
     return json.dumps(
         {
             "question": question,
             "answer": "Hold the button on the back for fifteen seconds with a paper clip.",
             "key_facts": list(facts),
-            "evidence": [{"page": "reset-hub", "quote": quote}],
+            "evidence": list(evidence),
         }
     )
 
 
-def test_content_words_drop_stopwords_and_plurals() -> None:
-    assert content_words("Reset the hubs to factory settings") == {"reset", "hub", "factory", "setting"}
+def test_content_words_drop_stopwords_and_match_stems() -> None:
+    assert content_words("Reset the hubs") == {"reset", "hub"}
+    assert content_words("Connecting to the hub") == content_words("connect hubs")
 
 
 def test_bridge_generation_checks_screen_and_evaluate(
@@ -57,30 +53,38 @@ def test_bridge_generation_checks_screen_and_evaluate(
     assert [(c.bridge or {}).get("from") for c in candidates] == ["wifi-trouble"]
     bridge = candidates[0]
     assert bridge.bridge == {"from": "wifi-trouble", "to": "reset-hub", "link_text": "reset the hub"}
-    assert "Reset the hub" in bridge.prompt and "If the light stays amber" in bridge.prompt
+    assert bridge.leak == (("reset-hub", "Reset the hub"),)
+    assert "If the light stays amber" in bridge.prompt  # page A's situation
+    assert f"[3] {QUOTE}" in bridge.prompt and bridge.sentences[2] == EvidenceSentence("reset-hub", QUOTE)
+    # the title line is not offered as evidence; a short heading is shown without a number
+    assert "[page reset-hub]\n[1] Return the hub" in bridge.prompt and "\n    Factory reset\n" in bridge.prompt
 
     llm = LLMClient(
         FakeLLM(
             script=[
                 generated("The light on my widget box stays amber all the time, what can I do about it?"),
                 generated("The light on my widget box stays amber all the time, what can I do about that?"),  # dup
-                generated("How do I reset my hub when the light is amber?"),  # leaks "reset", "hub"
-                generated("My box light is amber and stuck, help?", quote="Hold the button for ten seconds."),
+                generated("The light on my widget box stays amber all the time, what can I do about this?"),  # dup
+                generated("How do I reset my hub when the light is amber?"),  # names "reset" + "hub"
+                generated("How do I reset the hub?"),  # the retry names them again
                 "not json",
-                "still not json",
+                "still not json",  # the client's own retry
+                "not json either",
+                "no",  # the feedback retry, and its client retry
             ]
         ),
         cache={"enabled": False},
     )
-    result = generate(llm, [bridge] * 5, texts, titles)
+    result = generate(llm, [bridge] * 4, texts)
     assert len(result.accepted) == 1
     problems = [r["problems"] for r in result.rejected]
     assert "near-duplicate" in problems[0][0]
-    assert problems[1] == ["question leaks title words of 'reset-hub': hub, reset"]
-    assert problems[2][0].startswith("gold quote not verbatim in 'reset-hub'")
-    assert problems[3][0].startswith("invalid output")
+    assert problems[1] == ["question names the concept of 'reset-hub' ('Reset the hub'): hub, reset"]
+    assert problems[2][0].startswith("invalid output")
+    assert [r["attempts"] for r in result.rejected] == [2, 2, 2]
     question = result.accepted[0]
     assert question.qtype == "bridge" and question.bridge is not None and question.bridge.to == "reset-hub"
+    assert [(g.page, g.quote) for g in question.gold] == [("reset-hub", QUOTE)]
 
     out = tmp_path / "generated.jsonl"
     write_questions(out, result.accepted)
@@ -94,22 +98,21 @@ def test_bridge_generation_checks_screen_and_evaluate(
     assert review(out, ask=lambda _: "q")[0] == 0  # resumed: nothing left to review
 
 
-def test_path_candidate_gold_page_comes_from_the_evidence() -> None:
-    candidate = Candidate("path", "a -> b -> c", "prompt", ("reset-hub", "wifi-trouble"), ("reset-hub",))
-    llm = LLMClient(FakeLLM(script=[generated("My box keeps blinking, what now?")]), cache={"enabled": False})
+def test_path_question_gold_comes_from_the_numbered_sentences() -> None:
+    sentences = (
+        EvidenceSentence("wifi-trouble", "The light blinks amber forever."),
+        EvidenceSentence("reset-hub", QUOTE),
+    )
+    candidate = Candidate(
+        "path", "a -> b -> c", "prompt", sentences, (("answer", "paper clip"),), answer_node="paper clip"
+    )
+    llm = LLMClient(FakeLLM(script=[generated("My box keeps blinking, what now?", (2,))]), cache={"enabled": False})
     texts = {"reset-hub": f"Intro. {QUOTE} More.", "wifi-trouble": "Other."}
-    result = generate(llm, [candidate], texts, {"reset-hub": "Reset the hub"})
+    result = generate(llm, [candidate], texts)
     assert len(result.accepted) == 1 and result.accepted[0].qtype == "multi"
-    assert result.accepted[0].gold[0].page == "reset-hub"
-
-
-def test_evidence_page_is_resolved_by_code() -> None:
-    candidate = Candidate("path", "a -> b", "prompt", ("wifi-trouble", "reset-hub"), ("reset-hub",))
-    texts = {"reset-hub": f"Intro. {QUOTE}", "wifi-trouble": "Other."}
-    assert evidence_page(candidate, "page 2", QUOTE, texts) == "reset-hub"  # the quote decides
-    assert evidence_page(candidate, "page battery", "not anywhere", texts) == "battery"
+    assert [(g.page, g.quote) for g in result.accepted[0].gold] == [("reset-hub", QUOTE)]
 
 
 def test_mechanical_problems_name_missing_pages() -> None:
     question = Question(qid="x", question="What now?", gold=[{"page": "nope", "quote": QUOTE}])
-    assert mechanical_problems(question, {}, {}, []) == ["gold page 'nope' does not exist"]
+    assert mechanical_problems(question, {}, {}) == ["gold page 'nope' does not exist"]

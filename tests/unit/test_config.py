@@ -102,3 +102,13 @@ def test_params_yaml_is_the_default_composition(tmp_path: Path) -> None:
     written = tmp_path / "params.yaml"
     write_params(written)
     assert yaml.safe_load(written.read_text()) == yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+def test_verifier_model_option_composes_and_instantiates() -> None:
+    from fixgraph.answer.verify import build_verifier
+    from fixgraph.config import to_dict
+
+    cfg = compose(["+llm@answer.verify.llm=fake"])
+    verifier, enabled = build_verifier(to_dict(cfg.answer.verify), answering_llm=None)
+    assert enabled and verifier.own_model and verifier.llm.name == "fake"
+    assert compose([]).answer.verify.llm is None  # default: the answering model verifies

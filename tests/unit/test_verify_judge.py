@@ -9,7 +9,7 @@ import pytest
 from fixgraph.answer.base import GroundedAnswer, Sentence
 from fixgraph.answer.ragas import RagasMetrics, average_precision
 from fixgraph.answer.scoring import ScoredAnswer, abstention_judgement
-from fixgraph.answer.verify import ClaimVerifier, SentenceVerdict, Verification
+from fixgraph.answer.verify import ClaimVerifier, SentenceVerdict, Verification, build_verifier
 from fixgraph.evaluation.gold import GoldItem, GoldMapping
 from fixgraph.evaluation.llm_judge import LLMJudge
 from fixgraph.evaluation.questions import Question
@@ -80,6 +80,18 @@ def test_verifier_records_cost_and_handles_unknown_chunks() -> None:
     assert result.sentences[0].reasons == {"b#1": "supported", "zzz": "unknown_chunk"}
     assert a.cost["verify"].calls == 1
     assert ClaimVerifier(client()).verify(answer(), CHUNKS).unsupported_rate is None  # no sentence
+
+
+def test_verifier_uses_its_own_model_when_configured() -> None:
+    answering = client()
+    own = {"name": "fake", "kind": "fake", "model": "checker", "default": {"supported": True, "quote": "Switch"}}
+    verifier, enabled = build_verifier({"enabled": False, "quote_min": 80, "llm": own}, answering)
+    assert not enabled and verifier.own_model and verifier.quote_min == 80
+    assert verifier.llm is not answering and verifier.llm.identity() == "fake:checker"
+    assert verifier.verify(answer(Sentence("Toggle it.", ("b#1",))), CHUNKS).sentences[0].supported
+    assert answering.usage.totals() == {}  # the answering model was not asked
+    default, _ = build_verifier(None, answering)
+    assert default.llm is answering and not default.own_model
 
 
 def test_judge_grades_and_counts_key_facts() -> None:
