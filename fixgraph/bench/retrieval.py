@@ -31,8 +31,13 @@ from fixgraph.experiment.stages import chunk, load_chunks, open_retriever
 TORCH_QUERIES = ("embedder.query_backend=torch", "embedder.query_quantize=false")
 
 
+WARMUP = 10  # untimed queries first: with one, the first system timed paid ~2.5 ms per query more than
+# the same session did later in the run
+
+
 def timed(fn: Callable[[str], Any], queries: Sequence[str]) -> dict[str, float]:
-    fn(queries[0])  # warm-up: model load, JIT, caches
+    for query in queries[:WARMUP]:  # model load, JIT, and onnxruntime's buffers for a range of input lengths
+        fn(query)
     times = []
     for query in queries:
         started = time.perf_counter()
