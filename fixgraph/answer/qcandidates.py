@@ -22,12 +22,11 @@ from typing import Any
 
 import pandas as pd
 
+from fixgraph.answer.parsing import SENTENCE_END
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.answer.qchecks import MIN_QUOTE_CHARS, concept_words
 
 PATH_RELATIONS = ("describes_problem", "fixed_by", "has_cause", "has_step", "describes_task", "uses")
-# a sentence ends at . ! ? followed by space and a capital, digit or quote; lines are sentences too
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,11 @@ class Candidate:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of a text, each a verbatim substring of it (lines first, then sentence ends)."""
+    """Sentences of a text, each a verbatim substring of it: lines first, then the sentence ends that
+    split a model's plain-text answer (`parsing.SENTENCE_END`)."""
     out: list[str] = []
     for line in text.splitlines():
-        out += [s.strip() for s in _SENTENCE_END.split(line) if s.strip()]
+        out += [s.strip() for s in SENTENCE_END.split(line) if s.strip()]
     return out
 
 
