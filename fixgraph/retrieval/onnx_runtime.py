@@ -5,6 +5,11 @@ alike; int8 dynamic quantisation of the MatMul weights (per output channel, whic
 at cosine >= 0.99 of fp32, where per-tensor scales drop to ~0.96) roughly halves it. The export is
 made once from the local torch model and cached under a key of the weights' identity, the output
 and the quantisation, so a retrained model never reuses a stale graph.
+
+BERT graphs are then fused by onnxruntime's transformer optimizer (attention, LayerNorm + residual,
+GELU + bias each one kernel). On this CPU that took MiniLM's int8 query pass from 7.5-9.6 ms to
+5.9-7.0 ms (p50 over 80 dev questions, three interleaved rounds). The fusion only recognises the eager
+attention pattern, so the trace is made with eager attention; every graph is checked against torch.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,8 @@ DEFAULT_CACHE = Path.home() / ".cache" / "fixgraph" / "onnx"
 OUTPUTS = ("last_hidden_state", "logits")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
+# Hugging Face model_type -> onnxruntime.transformers optimizer model type (MPNet has no fusion there)
+FUSABLE = {"bert": "bert"}
 _export_lock = threading.Lock()
 
 
@@ -71,7 +79,7 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
     # the exporter restores the module's own training flag afterwards: a fresh wrapper is in training
     # mode, and restoring it would switch the caller's model's dropout on for every later torch call
     wrapped = Wrapped(model).eval()
-    with atomic_path(path) as tmp, torch.inference_mode(), warnings.catch_warnings():
+    with atomic_path(path) as tmp, torch.inference_mode(), warnings.catch_warnings(), eager_attention(model):
         warnings.simplefilter("ignore")  # the tracer's warnings about BERT's mask code, harmless here
         torch.onnx.export(
             wrapped,
@@ -86,8 +94,50 @@ def export(model: Any, output: str, path: Path, inputs: Sequence[str] = INPUTS) 
         check_export(model, output, tmp, inputs)
 
 
+@contextmanager
+def eager_attention(model: Any) -> Iterator[None]:
+    """Trace with eager attention (MatMul, Softmax, MatMul): the optimizer fuses that pattern, not SDPA's
+    single op. The caller's model gets its own attention implementation back afterwards."""
+    before = getattr(model.config, "_attn_implementation", None)
+    setter = getattr(model, "set_attn_implementation", None)
+    if before in (None, "eager") or setter is None:
+        yield
+        return
+    setter("eager")
+    try:
+        yield
+    finally:
+        setter(before)
+
+
+def fuse(model: Any, output: str, source: Path, target: Path, inputs: Sequence[str]) -> bool:
+    """Write `source` with onnxruntime's transformer fusions applied to `target`, checked against torch.
+    False (and nothing written) for a model type the optimizer does not know."""
+    kind = FUSABLE.get(str(getattr(model.config, "model_type", "")))
+    if kind is None:
+        return False
+    from onnxruntime.transformers import optimizer
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))  # the optimizer logs every fusion on the root logger
+    try:
+        fused = optimizer.optimize_model(
+            str(source),
+            model_type=kind,
+            num_heads=int(model.config.num_attention_heads),
+            hidden_size=int(model.config.hidden_size),
+        )
+        with atomic_path(target) as tmp:
+            fused.save_model_to_file(str(tmp))
+            check_export(model, output, tmp, inputs)
+    finally:
+        root.setLevel(level)
+    return True
+
+
 def check_export(model: Any, output: str, path: Path, inputs: Sequence[str]) -> None:
-    """Compare the graph with torch on two batches of other lengths than the trace's. The tracer turns
+    """Compare the graph with torch on two batches of other lengths than the trace's, one padded. The tracer turns
     Python arithmetic on shapes into constants: MPNet's relative-position buckets, for one, come out
     fixed to the example's length, and every query vector is then wrong."""
     import torch
@@ -97,6 +147,9 @@ def check_export(model: Any, output: str, path: Path, inputs: Sequence[str]) -> 
         with torch.inference_mode():
             expected = getattr(model(**{k: torch.from_numpy(v) for k, v in feed.items()}), output).numpy()
         got = _session_for_check(path).run(None, feed)[0]
+        if output == "last_hidden_state":  # padding positions are never read (pooling masks them out)
+            real = feed["attention_mask"].astype(bool)
+            got, expected = got[real], expected[real]
         error = float(np.abs(got - expected).max())
         if error > 1e-3 * max(1.0, float(np.abs(expected).max())):
             raise OnnxExportError(
@@ -113,6 +166,8 @@ def check_feeds(vocabulary: int, inputs: Sequence[str]) -> list[dict[str, np.nda
         feed["input_ids"] = generator.integers(5, min(1000, vocabulary), size=(rows, length))
         if "token_type_ids" in feed:
             feed["token_type_ids"] = np.zeros((rows, length), dtype=np.int64)
+        if rows > 1:  # a tokenizer batch pads its shorter rows: fused attention must honour the mask
+            feed["attention_mask"][1, length // 2 :] = 0
         feeds.append(feed)
     return feeds
 
@@ -123,6 +178,8 @@ def check_quantized(fp32: Path, int8: Path, vocabulary: int, inputs: Sequence[st
     for feed in check_feeds(vocabulary, inputs):
         want, got = (_session_for_check(p).run(None, feed)[0] for p in (fp32, int8))
         if want.ndim == 3:
+            real = feed["attention_mask"].astype(bool)
+            want, got = want[real], got[real]
             cosines = (want * got).sum(-1) / (np.linalg.norm(want, axis=-1) * np.linalg.norm(got, axis=-1) + 1e-12)
             agreement = float(cosines.min())
         elif want.shape[0] > 1:
@@ -143,6 +200,7 @@ def _session_for_check(path: Path) -> Any:
 
 
 def quantize_int8(source: Path, target: Path, vocabulary: int, inputs: Sequence[str]) -> None:
+    from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     root = logging.getLogger()
@@ -151,7 +209,13 @@ def quantize_int8(source: Path, target: Path, vocabulary: int, inputs: Sequence[
     try:
         with atomic_path(target) as tmp:
             quantize_dynamic(
-                str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+                str(source),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=["MatMul", "Attention"],
+                # fused ops come from the com.microsoft domain, where shape inference finds no output types
+                extra_options={"DefaultTensorType": TensorProto.FLOAT},
             )
             check_quantized(source, tmp, vocabulary, inputs)
     finally:
@@ -166,16 +230,18 @@ def cached_model(
     inputs: Sequence[str] = INPUTS,
     cache_dir: Path | None = None,
 ) -> Path:
-    """The ONNX file for `model` (exported, then quantised if asked), built once per key."""
+    """The ONNX file for `model` (exported, fused where the optimizer knows the model type, then
+    quantised if asked), built once per key."""
     _require()
     inputs = [name for name in inputs if name in INPUTS]
-    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET, "checked": 2}
+    key = {"model": identity, "output": output, "inputs": list(inputs), "opset": OPSET, "checked": 3, "fused": 1}
     folder = (cache_dir or DEFAULT_CACHE) / stable_hash(key)[:20]
-    fp32 = folder / "model.onnx"
-    target = folder / "model.int8.onnx" if quantize else fp32
+    exported, fused = folder / "model.onnx", folder / "model.fused.onnx"
     with _export_lock:
-        if not fp32.exists():
-            export(model, output, fp32, inputs)
+        if not exported.exists():
+            export(model, output, exported, inputs)
+        fp32 = fused if fused.exists() or fuse(model, output, exported, fused, inputs) else exported
+        target = fp32.with_suffix(".int8.onnx") if quantize else fp32
         if quantize and not target.exists():
             quantize_int8(fp32, target, int(getattr(model.config, "vocab_size", 1000)), inputs)
     return target

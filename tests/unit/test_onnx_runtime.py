@@ -49,8 +49,43 @@ def test_onnx_matches_torch_and_int8_stays_close(tmp_path: Path, classifier: boo
     assert not model.training  # the exporter must not leave dropout on for the caller's torch model
     np.testing.assert_array_equal(torch_output(model, feed, output), expected)
     int8 = onnx_runtime.cached_model(model, "tiny", output, quantize=True, cache_dir=tmp_path)
-    assert int8 != fp32 and int8.name == "model.int8.onnx"
+    assert int8 != fp32 and int8.name == "model.fused.int8.onnx"
     assert np.abs(onnx_runtime.run(int8, 1, feed) - expected).max() < 0.25 * np.abs(expected).max()
+
+
+def op_types(path: Path) -> set[str]:
+    import onnx
+
+    return {node.op_type for node in onnx.load(str(path)).graph.node}
+
+
+def test_bert_graph_is_fused_and_the_model_keeps_its_attention(tmp_path: Path) -> None:
+    model = tiny_bert()
+    before = model.config._attn_implementation  # type: ignore[attr-defined]
+    path = onnx_runtime.cached_model(model, "tiny", "last_hidden_state", quantize=False, cache_dir=tmp_path)
+    assert path.name == "model.fused.onnx"
+    assert {"Attention", "SkipLayerNormalization"} <= op_types(path)  # one kernel per attention block
+    assert "Softmax" in op_types(path.with_name("model.onnx"))  # the plain export, for comparison
+    assert model.config._attn_implementation == before  # type: ignore[attr-defined]
+    int8 = onnx_runtime.cached_model(model, "tiny", "last_hidden_state", quantize=True, cache_dir=tmp_path)
+    assert {"QAttention", "MatMulInteger"} <= op_types(int8)
+
+
+def test_a_model_type_without_fusions_keeps_the_plain_export(tmp_path: Path) -> None:
+    config = transformers.MPNetConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    torch.manual_seed(0)
+    model = transformers.MPNetModel(config).eval()
+    inputs = ("input_ids", "attention_mask")
+    path = onnx_runtime.cached_model(
+        model, "mpnet", "last_hidden_state", quantize=False, inputs=inputs, cache_dir=tmp_path
+    )
+    assert path.name == "model.onnx" and not path.with_name("model.fused.onnx").exists()
+    feed = {k: v for k, v in features().items() if k in inputs}
+    real = feed["attention_mask"].astype(bool)
+    got = onnx_runtime.run(path, 1, feed)[real]
+    np.testing.assert_allclose(got, torch_output(model, feed, "last_hidden_state")[real], atol=1e-4)
 
 
 def test_export_is_cached_per_model_identity(tmp_path: Path) -> None:
