@@ -275,10 +275,14 @@ class HashingEmbedder:
 
 
 class EmbeddingCache:
-    """Document vectors stored per embedder identity, looked up by the hash of the embedded text."""
+    """Document vectors stored per embedder identity, looked up by the hash of the embedded text.
+
+    The file is read once per cache object and kept in memory (a reranker calls `embed` per query);
+    it is rewritten only when a call brings vectors it did not have."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._memory: dict[Path, dict[str, np.ndarray]] = {}
 
     def _file(self, embedder: Embedder) -> Path:
         return self.root / f"{embedder.identity()[:24]}.npz"
@@ -286,22 +290,28 @@ class EmbeddingCache:
     def load(self, embedder: Embedder) -> dict[str, np.ndarray]:
         """Every stored vector of `embedder`, by text hash."""
         path = self._file(embedder)
-        if not path.exists():
-            return {}
-        with np.load(path) as data:
-            return dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        if path not in self._memory:
+            if not path.exists():
+                return {}
+            with np.load(path) as data:
+                self._memory[path] = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        return self._memory[path]
 
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         path = self._file(embedder)
-        known = self.load(embedder)
+        known = dict(self.load(embedder))
         keys = [sha256_text(t) for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
         if missing:
             vectors = embedder.embed_documents([t for _, t in missing])
             known.update({k: v for (k, _), v in zip(missing, vectors, strict=True)})
+            if path.exists():  # keep what another process (or cache object) stored since we read the file
+                with np.load(path) as data:
+                    known = {**dict(zip(data["keys"].tolist(), data["vectors"], strict=True)), **known}
             self.root.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp, open(tmp, "wb") as fh:
                 np.savez(fh, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
+            self._memory[path] = known
         if not keys:
             return np.zeros((0, embedder.dim), dtype=np.float32)
         return np.stack([known[k] for k in keys]).astype(np.float32)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fixgraph.corpus.models import Chunk
@@ -97,6 +98,32 @@ def test_embedding_cache_reuses_vectors(tmp_path: Path) -> None:
     second = cache.embed(Counting(), ["z", "x y", "new"])
     assert Counting.calls == 3  # "x y", "z", then only "new"
     assert (second[1] == first[0]).all() and (second[0] == first[1]).all()
+
+
+def test_embedding_cache_reads_once_and_keeps_other_writers_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
+
+    embedder = HashingEmbedder()
+    one, two = EmbeddingCache(tmp_path), EmbeddingCache(tmp_path)
+    one.embed(embedder, ["a"])
+    two.embed(embedder, ["a"])  # two reads the file now: it has "a"
+    one.embed(embedder, ["b"])  # one writes "b" behind two's back
+    two.embed(embedder, ["c"])  # two's write must not drop "b"
+    assert len(EmbeddingCache(tmp_path).load(embedder)) == 3
+    reads = 0
+    real_load = np.load
+
+    def counting_load(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        reads += 1
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(np, "load", counting_load)
+    for _ in range(3):
+        two.embed(embedder, ["a", "b", "c"])
+    assert reads == 0  # nothing new: served from memory, file neither read nor written
 
 
 HASHING = {"name": "hashing", "kind": "hashing", "dim": 256}
