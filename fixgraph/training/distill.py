@@ -30,9 +30,7 @@ DISTILL_QUERY_KINDS = (*QUERY_KINDS, "question")
 IMPERATIVE_TAGS = ("VB", "VBP")
 
 
-def question_queries(
-    documents: Sequence[Document], chunks: Sequence[Chunk], tagger: Any
-) -> list[tuple[str, str, str]]:
+def question_queries(documents: Sequence[Document], chunks: Sequence[Chunk], tagger: Any) -> list[tuple[str, str, str]]:
     """(templated question, "question", positive chunk id): a page's imperative title for each of its
     chunks and a section's imperative heading for its own chunks. `tagger` maps a text to the
     Penn tag of its first word (spaCy's in production, a stub in tests)."""
@@ -54,7 +52,7 @@ def question_queries(
 
 
 def as_question(text: str, tagger: Any) -> str | None:
-    """"Change the wallpaper" -> "How do I change the wallpaper?"; None unless the first word is a verb."""
+    """Template an imperative: "Change the wallpaper" -> "How do I change the wallpaper?"; else None."""
     if not text or text.endswith("?") or tagger(text) not in IMPERATIVE_TAGS:
         return None
     first, _, rest = text.partition(" ")

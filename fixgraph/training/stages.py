@@ -45,15 +45,19 @@ def reranker_data(cfg: DictConfig) -> StageResult:
     )
 
     def produce(out: Path) -> dict[str, Any]:
-        groups = distill_groups(cfg, trainer) if trainer.teacher else build_groups(
-            load_documents(cfg),
-            load_chunks(cfg),
-            trainer.query_kinds,
-            trainer.negatives,
-            trainer.negative_pool,
-            trainer.max_groups,
-            trainer.seed,
-            trainer.bm25,
+        groups = (
+            distill_groups(cfg, trainer)
+            if trainer.teacher
+            else build_groups(
+                load_documents(cfg),
+                load_chunks(cfg),
+                trainer.query_kinds,
+                trainer.negatives,
+                trainer.negative_pool,
+                trainer.max_groups,
+                trainer.seed,
+                trainer.bm25,
+            )
         )
         write_jsonl(out / trainer.pairs.name, (g.to_json() for g in groups))
         kinds: dict[str, int] = {}
