@@ -1,7 +1,9 @@
 """Fine-tune MiniLM as a cross-encoder on corpus-derived groups (the `trainer` group, kind cross_encoder).
 
 Loss: for each group (query, positive, k hard negatives) a softmax cross-entropy over its k+1 logits
-with the positive as target (a listwise loss: the model learns to rank, not to calibrate). LoRA (peft)
+with the positive as target (a listwise loss: the model learns to rank, not to calibrate). With a
+`teacher` (an embedder config) the target is instead the teacher's softmax over the group at
+`temperature` (training/distill.py), mixed with the hard label by `distill_weight`. LoRA (peft)
 is an option; its adapters are merged before saving, so inference loads a plain CrossEncoder either way.
 The saved folder has a `fixgraph_model.json` manifest: base model, params, data hash, weights sha256.
 """
@@ -21,6 +23,7 @@ from fixgraph.io import sha256_file, write_json
 from fixgraph.modelpaths import model_identity, resolve_model_path
 from fixgraph.registry import Registry
 from fixgraph.retrieval.cross_encoder import MANIFEST
+from fixgraph.training.distill import distill_loss
 from fixgraph.training.pairs import Group
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,10 @@ class CrossEncoderTrainer:
         threads: int = 2,
         seed: int = 0,
         bm25: dict[str, Any] | None = None,
+        teacher: dict[str, Any] | None = None,
+        temperature: float = 0.05,
+        distill_weight: float = 1.0,
+        teacher_cache: str | None = None,
         **_: Any,
     ) -> None:
         self.name = name
@@ -73,6 +80,13 @@ class CrossEncoderTrainer:
         self.threads, self.seed = threads, seed
         self.bm25 = dict(bm25 or {"name": "bm25", "kind": "bm25", "k1": 0.9, "b": 0.4})
         self.bm25.pop("kind", None)
+        self.teacher = dict(teacher) if teacher else None
+        if self.teacher and temperature <= 0:
+            raise ValueError(f"trainer {name}: temperature must be > 0, got {temperature}")
+        if not 0.0 <= distill_weight <= 1.0:
+            raise ValueError(f"trainer {name}: distill_weight must be in [0, 1], got {distill_weight}")
+        self.temperature, self.distill_weight = temperature, distill_weight
+        self.teacher_cache = Path(teacher_cache) if teacher_cache else None
 
     def train(self, groups: Sequence[Group], chunks: Sequence[Chunk], out: Path, data_hash: str) -> dict[str, Any]:
         import torch
@@ -80,6 +94,8 @@ class CrossEncoderTrainer:
 
         if not groups:
             raise ValueError("trainer: no training groups (is the corpus empty?)")
+        if self.teacher and any(len(g.teacher) != 1 + len(g.negatives) for g in groups):
+            raise ValueError(f"trainer {self.name}: a teacher is configured but groups lack teacher scores")
         random.seed(self.seed)
         torch.manual_seed(self.seed)
         torch.set_num_threads(self.threads)
@@ -126,7 +142,7 @@ class CrossEncoderTrainer:
                     return_tensors="pt",
                 )
                 logits = network(**features).logits.view(len(batch), -1)
-                loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+                loss = self.loss(logits, batch)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 optimizer.step()
@@ -153,6 +169,8 @@ class CrossEncoderTrainer:
             "trainer": self.config(),
             "data_sha256": data_hash,
             "groups": len(groups),
+            "query_kinds": self.query_kinds,
+            "negative_pool": self.negative_pool,
             "steps": step,
             "first_loss": sum(losses[:20]) / max(1, len(losses[:20])),
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
@@ -162,8 +180,22 @@ class CrossEncoderTrainer:
         write_json(out / MANIFEST, manifest)
         return manifest
 
+    def loss(self, logits: Any, batch: Sequence[Group]) -> Any:
+        """Listwise loss of one batch of groups (logits: groups x (1 + negatives), positive first)."""
+        import torch
+
+        hard = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+        if not self.teacher:
+            return hard
+        soft = distill_loss(logits, [list(g.teacher) for g in batch], self.temperature)
+        return self.distill_weight * soft + (1.0 - self.distill_weight) * hard
+
     def config(self) -> dict[str, Any]:
+        distill = {}
+        if self.teacher:  # only when set, so the hard-label trainers' keys (and models) stay as they were
+            distill = {"teacher": self.teacher, "temperature": self.temperature, "distill_weight": self.distill_weight}
         return {
+            **distill,
             "base_model": self.base_model,
             "max_length": self.max_length,
             "negatives": self.negatives,

@@ -27,13 +27,19 @@ class Group:
     query_kind: str  # title | summary | heading
     positive: str  # chunk id
     negatives: tuple[str, ...]  # chunk ids
+    # distillation (training/distill.py): the teacher's score for (positive, *negatives); empty otherwise
+    teacher: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "negatives": list(self.negatives)}
+        row = {**asdict(self), "negatives": list(self.negatives), "teacher": list(self.teacher)}
+        if not self.teacher:
+            del row["teacher"]  # hard-label groups files stay byte-identical to before distillation existed
+        return row
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Group:
-        return cls(row["query"], row["query_kind"], row["positive"], tuple(row["negatives"]))
+        teacher = tuple(float(s) for s in row.get("teacher", ()))
+        return cls(row["query"], row["query_kind"], row["positive"], tuple(row["negatives"]), teacher)
 
 
 def corpus_queries(

@@ -16,9 +16,12 @@ from fixgraph.experiment.layout import Layout
 from fixgraph.experiment.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 from fixgraph.io import read_json, sha256_file, stable_hash, write_jsonl
 from fixgraph.training.cross_encoder import TRAINERS, CrossEncoderTrainer
+from fixgraph.training.distill import build_distill_groups
 from fixgraph.training.pairs import Group, build_groups
 
 DATA_FIELDS = ("query_kinds", "negatives", "negative_pool", "max_groups", "seed", "bm25")
+# distillation data also depends on the teacher; absent for hard-label trainers (their keys unchanged)
+DISTILL_DATA_FIELDS = ("teacher",)
 
 
 def build_trainer(cfg: Any) -> CrossEncoderTrainer:
@@ -30,7 +33,8 @@ def reranker_data(cfg: DictConfig) -> StageResult:
     trainer = build_trainer(cfg.trainer)
     chunk(cfg)
     layout = Layout.from_config(cfg)
-    settings = {k: v for k, v in to_dict(cfg.trainer).items() if k in DATA_FIELDS}
+    fields = DATA_FIELDS + (DISTILL_DATA_FIELDS if trainer.teacher else ())
+    settings = {k: v for k, v in to_dict(cfg.trainer).items() if k in fields}
     key = stable_hash(
         {
             "settings": settings,
@@ -41,15 +45,19 @@ def reranker_data(cfg: DictConfig) -> StageResult:
     )
 
     def produce(out: Path) -> dict[str, Any]:
-        groups = build_groups(
-            load_documents(cfg),
-            load_chunks(cfg),
-            trainer.query_kinds,
-            trainer.negatives,
-            trainer.negative_pool,
-            trainer.max_groups,
-            trainer.seed,
-            trainer.bm25,
+        groups = (
+            distill_groups(cfg, trainer)
+            if trainer.teacher
+            else build_groups(
+                load_documents(cfg),
+                load_chunks(cfg),
+                trainer.query_kinds,
+                trainer.negatives,
+                trainer.negative_pool,
+                trainer.max_groups,
+                trainer.seed,
+                trainer.bm25,
+            )
         )
         write_jsonl(out / trainer.pairs.name, (g.to_json() for g in groups))
         kinds: dict[str, int] = {}
@@ -58,6 +66,21 @@ def reranker_data(cfg: DictConfig) -> StageResult:
         return {"groups": len(groups), "query_kinds": kinds}
 
     return run_stage("reranker-data", trainer.pairs.parent, key, produce)
+
+
+def distill_groups(cfg: DictConfig, trainer: CrossEncoderTrainer) -> list[Group]:
+    return build_distill_groups(
+        load_documents(cfg),
+        load_chunks(cfg),
+        trainer.query_kinds,
+        trainer.negatives,
+        trainer.negative_pool,
+        trainer.max_groups,
+        trainer.seed,
+        trainer.bm25,
+        trainer.teacher,
+        trainer.teacher_cache,
+    )
 
 
 def load_groups(path: Path) -> list[Group]:

@@ -22,6 +22,8 @@ MODEL_FREE = [
     "~systems.dense_mpnet",
     "~systems.dense_ce",
     "~systems.hybrid_blend",
+    "~systems.hybrid_ce_distill",
+    "~systems.hybrid_blend_distill",
     "comparison.permutations=999",
 ]
 

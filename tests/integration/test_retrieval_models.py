@@ -143,3 +143,42 @@ def test_tiny_cross_encoder_training_run(
         {"name": "ce_onnx", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64, "backend": "onnx"}
     )
     np.testing.assert_allclose(onnx.score("reset the hub", [c.text for c in CHUNKS]), scores, atol=1e-4)  # type: ignore[attr-defined]
+
+
+def test_tiny_distillation_run_stores_teacher_scores_and_trains(
+    fixture_config: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    """`trainer=cross_encoder_distill` end to end on the fixture corpus, with the hashing embedder as a
+    stand-in teacher: groups carry one teacher score per member, the model manifest records the teacher."""
+    from fixgraph.io import read_json
+    from fixgraph.retrieval.embedders import build_embedder
+    from fixgraph.training.stages import load_groups, train_reranker
+
+    cfg = fixture_config(
+        [
+            "trainer=cross_encoder_distill",
+            "embedder@trainer.teacher=hashing",
+            "trainer.max_groups=8",
+            "trainer.negatives=2",
+            "trainer.negative_pool=4",
+            "trainer.max_length=64",
+            "trainer.epochs=1",
+        ]
+    )
+    assert cfg.trainer.teacher.kind == "hashing"
+    result = train_reranker(cfg)
+    groups = load_groups(Path(cfg.trainer.pairs))
+    assert len(groups) == 8 and all(len(g.teacher) == 3 for g in groups)
+    teacher = build_embedder(cfg.trainer.teacher)
+    from fixgraph.experiment.stages import load_chunks
+
+    texts = {c.id: c.index_text() for c in load_chunks(cfg)}
+    g = groups[0]
+    expected = (
+        teacher.embed_documents([texts[c] for c in (g.positive, *g.negatives)]) @ teacher.embed_queries([g.query])[0]
+    )
+    np.testing.assert_allclose(g.teacher, expected, atol=1e-5)
+    manifest = read_json(Path(cfg.trainer.output) / "fixgraph_model.json")
+    assert result.status == "built" and manifest["steps"] == 2
+    assert manifest["trainer"]["teacher"]["kind"] == "hashing" and manifest["trainer"]["temperature"] == 0.1
+    assert read_json(Path(cfg.trainer.output) / "config.json")["num_hidden_layers"] == 2
