@@ -2,7 +2,7 @@
 
 Prints medians (p50) and p95 in ms per query for BM25 (bm25s, and Lucene timed last), dense (exact and
 HNSW; the onnx int8 query path against torch fp32 and against sentence-transformers' `encode`), hybrid
-(RRF), hybrid + a reranker over the top 30 (the cross-encoder in torch fp32 and int8 and in onnx fp32;
+(RRF), hybrid + a reranker over the top 30 (the cross-encoder in torch fp32 and int8 and in onnx fp32 and int8;
 the 2-layer cross-encoder in onnx fp32 and int8; the mpnet bi-encoder), the bm25s / pyserini
 queries-per-second ratio measured in the same run, and the time to re-score every question from the
 candidate cache. Targets (issue 4, 2-core CPU): BM25 and dense < 10 ms, hybrid < 20 ms, hybrid +
@@ -107,6 +107,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         measure("hybrid_ce", "hybrid_ce", subset)
         measure("hybrid_ce_onnx", "hybrid_ce", subset, **{"reranker.backend": "onnx"})
         measure("hybrid_ce_int8", "hybrid_ce_int8", subset)
+        measure("hybrid_ce_onnx_int8", "hybrid_ce", subset, **{"reranker.backend": "onnx", "reranker.quantize": "true"})
         if "small" not in skip:
             measure("hybrid_ce_small", "hybrid_ce_small", subset)
             measure("hybrid_ce_small_int8", "hybrid_ce_small", subset, **{"reranker.quantize": "true"})
