@@ -45,19 +45,20 @@ def reranker_data(cfg: DictConfig) -> StageResult:
     )
 
     def produce(out: Path) -> dict[str, Any]:
+        common = (
+            load_documents(cfg),
+            load_chunks(cfg),
+            trainer.query_kinds,
+            trainer.negatives,
+            trainer.negative_pool,
+            trainer.max_groups,
+            trainer.seed,
+            trainer.bm25,
+        )
         groups = (
-            distill_groups(cfg, trainer)
+            build_distill_groups(*common, trainer.teacher, trainer.teacher_cache)
             if trainer.teacher
-            else build_groups(
-                load_documents(cfg),
-                load_chunks(cfg),
-                trainer.query_kinds,
-                trainer.negatives,
-                trainer.negative_pool,
-                trainer.max_groups,
-                trainer.seed,
-                trainer.bm25,
-            )
+            else build_groups(*common)
         )
         write_jsonl(out / trainer.pairs.name, (g.to_json() for g in groups))
         kinds: dict[str, int] = {}
@@ -66,21 +67,6 @@ def reranker_data(cfg: DictConfig) -> StageResult:
         return {"groups": len(groups), "query_kinds": kinds}
 
     return run_stage("reranker-data", trainer.pairs.parent, key, produce)
-
-
-def distill_groups(cfg: DictConfig, trainer: CrossEncoderTrainer) -> list[Group]:
-    return build_distill_groups(
-        load_documents(cfg),
-        load_chunks(cfg),
-        trainer.query_kinds,
-        trainer.negatives,
-        trainer.negative_pool,
-        trainer.max_groups,
-        trainer.seed,
-        trainer.bm25,
-        trainer.teacher,
-        trainer.teacher_cache,
-    )
 
 
 def load_groups(path: Path) -> list[Group]:
