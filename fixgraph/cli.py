@@ -87,7 +87,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from fixgraph.config import load_config, systems_of, write_params
-    from fixgraph.experiment import stages
+    from fixgraph.pipeline import stages
 
     if args.command == "params":
         write_params(args.output, args.overrides)
@@ -141,11 +141,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         info = stages.fetch(cfg)
         print(f"{cfg.corpus.name}: {info.get('package', '')} {info.get('version', '')} from {info['origin']}")
     elif args.command == "graph":
-        from fixgraph.experiment import graph_stage
+        from fixgraph.pipeline import graph as graph_stage
 
         print(graph_stage.build(cfg, track=False if args.no_track else None).info)
     elif args.command == "graph-export":
-        from fixgraph.experiment.graph_stage import export_graph
+        from fixgraph.pipeline.graph import export_graph
 
         print(export_graph(cfg, args.format, args.out))
     elif args.command == "ingest":
@@ -158,7 +158,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         step = training.reranker_data if args.command == "reranker-data" else training.train_reranker
         print(step(cfg).info)
     elif args.command == "candidates":
-        from fixgraph.experiment.candidates import build_candidates, cache_dir
+        from fixgraph.pipeline.candidates import build_candidates, cache_dir
 
         cache = build_candidates(cfg)
         print(f"{cache_dir(cfg)}: {len(cache.qids)} questions, channels {cache.channels}, scorers {cache.scorers}")

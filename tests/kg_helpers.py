@@ -13,7 +13,7 @@ from tests.conftest import FIXTURES
 
 def fixture_corpus(tmp_path: Path) -> tuple[dict[str, Document], list[Chunk]]:
     from fixgraph.config import compose
-    from fixgraph.experiment import stages
+    from fixgraph.pipeline import stages
 
     pages = tmp_path / "pages"
     if not pages.exists():

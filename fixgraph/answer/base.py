@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from fixgraph.answer.parsing import ANSWER_SCHEMA, model_abstained, parse_reply
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.corpus.models import Chunk
-from fixgraph.llm.base import Completion
+from fixgraph.llm.usage import StageCost
 from fixgraph.registry import Registry
 from fixgraph.retrieval.base import Hit
 
@@ -39,20 +39,6 @@ def count_tokens(text: str) -> int:
 class Sentence:
     text: str
     citations: tuple[str, ...] = ()  # chunk ids
-
-
-@dataclass
-class StageCost:
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    seconds: float = 0.0  # measured wall time, including cache lookups
-
-    def add(self, completion: Completion, seconds: float) -> None:
-        self.calls += 1
-        self.input_tokens += completion.input_tokens
-        self.output_tokens += completion.output_tokens
-        self.seconds += seconds
 
 
 @dataclass

@@ -56,7 +56,7 @@ def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
         return 0
     if args.command == "label":
         from fixgraph.answer.labelling import label_session
-        from fixgraph.experiment.evaluate import resolve_questions
+        from fixgraph.evaluation.splits import resolve_questions
 
         questions, _, _ = resolve_questions(cfg, args.questions, None)
         written = label_session(args.answers, questions, args.labels, seed=int(cfg.seed), limit=args.limit)

@@ -253,8 +253,8 @@ def review(path: Path, ask: Callable[[str], str] = input) -> tuple[int, Path]:
 
 
 def command(cfg: DictConfig, action: str, out: Path, limit: int, kinds: Sequence[str]) -> int:
-    from fixgraph.experiment.layout import Layout
-    from fixgraph.experiment.stages import chunk, load_chunks, load_documents
+    from fixgraph.pipeline.layout import Layout
+    from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
 
     chunk(cfg)
     docs = load_documents(cfg)
@@ -277,8 +277,8 @@ def command(cfg: DictConfig, action: str, out: Path, limit: int, kinds: Sequence
         made, reviewed = review(out)
         print(f"{made} decisions recorded; accepted questions in {reviewed}")
         return 0
-    from fixgraph.experiment import graph_stage
     from fixgraph.llm.base import build_llm
+    from fixgraph.pipeline import graph as graph_stage
 
     llm = build_llm(cfg.llm)
     candidates: list[Candidate] = []

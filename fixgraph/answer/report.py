@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from fixgraph.answer.scoring import QUALITY_METRICS, STAGES
-from fixgraph.evaluation.comparison import Family, compare
+from fixgraph.evaluation.comparison import ComparisonSettings, Family, compare
 from fixgraph.evaluation.stats import Estimate
 
 COST_METRICS = (*tuple(f"tokens_{s}" for s in STAGES[1:]), "tokens_total")
@@ -70,7 +70,6 @@ def compare_answers(
     other metrics are exploratory and reported with their raw p only.
     """
     from fixgraph.evaluation.significance import holm
-    from fixgraph.experiment.comparing import settings_of
 
     others = [s for s in systems if s != baseline]
     if baseline not in systems or not others:
@@ -84,7 +83,12 @@ def compare_answers(
             continue
         subset = per_question[per_question["qid"].isin(complete.index) & per_question["system"].isin(systems)]
         result = compare(
-            subset, [metric], baseline, list(systems), Family.declare(baseline, systems, [metric]), settings_of(cfg)
+            subset,
+            [metric],
+            baseline,
+            list(systems),
+            Family.declare(baseline, systems, [metric]),
+            ComparisonSettings.from_config(cfg),
         )
         for record in result.table.to_dict(orient="records"):
             row = {str(k): v for k, v in record.items()}

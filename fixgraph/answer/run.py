@@ -32,11 +32,11 @@ from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, summarise, summary_json
-from fixgraph.experiment.evaluate import EvaluationResult, resolve_questions
-from fixgraph.experiment.layout import Layout
-from fixgraph.experiment.runners import EXPERIMENTS
-from fixgraph.experiment.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.evaluation.result import EvaluationResult
+from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.pipeline.layout import Layout
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.retrieval.base import Hit
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class _Scorer:
         ragas = dict(settings.get("ragas") or {})
         self.ragas: RagasMetrics | None = None
         if ragas.pop("enabled", True):
-            from fixgraph.retrieval.embedders import build_embedder
+            from fixgraph.embedders.encoders import build_embedder
 
             self.ragas = RagasMetrics(llm, build_embedder(cfg.embedder), self.verifier, **ragas)
 
@@ -216,16 +216,3 @@ def _finish(
 def _abstention_row(s: ScoredAnswer) -> AnswerScores:
     q = s.question
     return AnswerScores(q.qid, q.qtype, q.answerable, s.answer.abstained, None, None, None, None, None)
-
-
-@EXPERIMENTS.register("answers")
-class AnswersExperiment:
-    """`fixgraph run experiment=answers`: grounded answers vs the closed-book baseline, judged and tested."""
-
-    def __init__(self, name: str = "answers", **_: Any) -> None:
-        self.name = name
-
-    def run(
-        self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
-    ) -> EvaluationResult:
-        return run_answers(cfg, questions, name, track)

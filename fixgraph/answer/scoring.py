@@ -15,13 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fixgraph.answer.base import GroundedAnswer, StageCost
+from fixgraph.answer.base import GroundedAnswer
 from fixgraph.answer.ragas import RagasScores
 from fixgraph.answer.verify import Verification
 from fixgraph.evaluation.answer_metrics import AnswerRecord, score_answer
 from fixgraph.evaluation.gold import GoldMapping
 from fixgraph.evaluation.judge import Judgement
 from fixgraph.evaluation.questions import Question
+from fixgraph.llm.usage import StageCost
 
 STAGES = ("retrieve", "answer", "verify", "judge", "relevance")
 QUALITY_METRICS = (

@@ -1,6 +1,6 @@
 """MLflow record of an answers run: the evaluation's parent/child runs plus answer-specific metrics.
 
-`experiment.tracking.log_evaluation` writes the parent run (config, hashes, artifacts) and one child per
+`fixgraph.tracking.log_evaluation` writes the parent run (config, hashes, artifacts) and one child per
 system with every metric's mean and CI bounds (and, through `info["latency"]`, latency percentiles and
 abstention precision/recall). Here the parent run gains the paired comparison (difference, its CI, p,
 p_holm per system and metric), the LLM usage per stage, and the judge agreement when labels exist.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
-    from fixgraph.experiment.evaluate import EvaluationResult
+    from fixgraph.evaluation.result import EvaluationResult
 
 
 def comparison_metrics(rows: list[dict[str, Any]], baseline: str) -> dict[str, float]:
@@ -31,8 +31,8 @@ def comparison_metrics(rows: list[dict[str, Any]], baseline: str) -> dict[str, f
 def log_answers(cfg: DictConfig, result: EvaluationResult) -> str:
     import mlflow
 
-    from fixgraph.experiment.tracking import log_evaluation, setup
     from fixgraph.llm.usage import usage_metrics
+    from fixgraph.tracking import log_evaluation, setup
 
     run_id = log_evaluation(cfg, result)
     setup(cfg)

@@ -22,8 +22,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from fixgraph.experiment.layout import Layout
 from fixgraph.kg.store import GraphStore
+from fixgraph.pipeline.layout import Layout
 
 FAKE_ANSWER = {"entities": [{"name": "Settings", "type": "App"}], "relations": []}
 HIPPORAG2_TOKENS = {"input": 790, "output": 260}  # per passage, as reported for HippoRAG 2's OpenIE

@@ -18,7 +18,7 @@ from fixgraph.bench.retrieval import system_cfg, timed
 from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.metrics import retrieval_metrics
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -24,10 +24,10 @@ from omegaconf import DictConfig
 
 from fixgraph.config import ConfigError, systems_of
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment import graph_stage
-from fixgraph.experiment.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.kg.extract import ExtractionContext, build_extractor, extract_all
 from fixgraph.kg.ontology import build_ontology
+from fixgraph.pipeline import graph as graph_stage
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.retrieval.ppr import personalized_pagerank
 
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from fixgraph.config import systems_of
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment.stages import chunk, load_chunks, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, open_retriever
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

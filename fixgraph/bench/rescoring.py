@@ -17,9 +17,9 @@ from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.metrics import retrieval_metrics
 from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment.candidates import open_cache
-from fixgraph.experiment.stages import chunk, load_chunks, load_documents
-from fixgraph.retrieval.rescore import RescoreParams, rescore
+from fixgraph.pipeline.candidates import open_cache
+from fixgraph.pipeline.rescore import RescoreParams, rescore
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
 
 METRICS = ("recall_at_8", "mrr", "ndcg_at_10")
 

@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment.stages import chunk, load_chunks, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, open_retriever
 
 # the peer for the ONNX int8 query path: the same model through torch in fp32
 TORCH_QUERIES = ("embedder.query_backend=torch", "embedder.query_quantize=false")
@@ -149,9 +149,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def cache_rescoring(cfg: DictConfig) -> dict[str, Any]:
     """Time to re-score every cached question (fusion alone, and fusion + blended rerank of 30)."""
-    from fixgraph.experiment.candidates import build_candidates, open_cache
-    from fixgraph.retrieval.candidates import StaleCacheError
-    from fixgraph.retrieval.rescore import RescoreParams, rescore
+    from fixgraph.pipeline.candidate_cache import StaleCacheError
+    from fixgraph.pipeline.candidates import build_candidates, open_cache
+    from fixgraph.pipeline.rescore import RescoreParams, rescore
 
     try:
         cache = open_cache(cfg)

@@ -70,6 +70,19 @@ class ComparisonSettings:
     seed: int = 0
     engine: Engine = "fast"
 
+    @classmethod
+    def from_config(cls, cfg: Any) -> ComparisonSettings:
+        """`evaluation.bootstrap` and `comparison` of a composed config."""
+        boot = cfg.evaluation.bootstrap
+        comparison = cfg.comparison
+        return cls(
+            resamples=int(boot.resamples),
+            permutations=int(comparison.permutations),
+            confidence=float(boot.confidence),
+            seed=int(boot.seed),
+            engine=str(comparison.engine),  # type: ignore[arg-type]
+        )
+
 
 @dataclass
 class Comparison:

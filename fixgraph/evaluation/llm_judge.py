@@ -13,11 +13,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fixgraph.answer.base import StageCost
-from fixgraph.answer.prompts import load_prompt
 from fixgraph.evaluation.judge import JUDGES, Judgement
+from fixgraph.evaluation.prompts import load_prompt
 from fixgraph.evaluation.questions import Question
 from fixgraph.llm.structured import StructuredOutputError
+from fixgraph.llm.usage import StageCost
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",

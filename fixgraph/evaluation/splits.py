@@ -45,3 +45,11 @@ def build_split(cfg: Any) -> Split:
     from fixgraph.config import build
 
     return build(SPLITS, cfg)
+
+
+def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -> tuple[list[Question], Path, str]:
+    """Questions come from `--questions FILE` (any file in the shared format) or the configured split."""
+    if questions_path is not None:
+        return load_questions(questions_path), questions_path, name or questions_path.stem
+    split = build_split(cfg.split)
+    return split.load(), split.questions_path, name or split.name

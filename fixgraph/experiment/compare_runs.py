@@ -19,8 +19,9 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
+from fixgraph.evaluation.comparison import ComparisonSettings
 from fixgraph.evaluation.protocol_errors import ComparisonError
-from fixgraph.experiment.comparing import mlflow_metrics, run_comparison, settings_of, write_outputs
+from fixgraph.experiment.comparing import mlflow_metrics, run_comparison, write_outputs
 from fixgraph.experiment.fingerprint import from_tags
 
 
@@ -39,7 +40,7 @@ def _client(cfg: DictConfig) -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per run is noise
     import mlflow
 
-    from fixgraph.experiment.tracking import setup
+    from fixgraph.tracking import setup
 
     setup(cfg)
     return mlflow.MlflowClient()
@@ -107,8 +108,8 @@ def compare_runs(
     output: Path | None = None,
     track: bool = True,
 ) -> str:
-    from fixgraph.experiment.evaluate import headline_metrics
-    from fixgraph.experiment.tracking import setup
+    from fixgraph.evaluation.result import headline_metrics
+    from fixgraph.tracking import setup
 
     client = _client(cfg)
     sides = load_sides(client, resolve(client, setup(cfg), run_ids, tags))
@@ -124,7 +125,7 @@ def compare_runs(
         fingerprints,
         base,
         wanted,
-        settings_of(cfg),
+        ComparisonSettings.from_config(cfg),
         family_metric_names=wanted[:1],
         axis=axis,
     )
@@ -149,7 +150,7 @@ def _log(
 ) -> str:
     import mlflow
 
-    from fixgraph.experiment.tracking import git_state, setup
+    from fixgraph.tracking import git_state, setup
 
     experiment_id = setup(cfg)
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"compare vs {base}") as run:

@@ -20,19 +20,7 @@ from fixgraph.experiment.plots import metric_with_ci, qtype_bars, recall_curves
 from fixgraph.io import write_json, write_text
 
 if TYPE_CHECKING:
-    from fixgraph.experiment.evaluate import EvaluationResult
-
-
-def settings_of(cfg: DictConfig) -> ComparisonSettings:
-    boot = cfg.evaluation.bootstrap
-    comparison = cfg.get("comparison") or {}
-    return ComparisonSettings(
-        resamples=int(boot.resamples),
-        permutations=int(comparison.get("permutations", 10_000)),
-        confidence=float(boot.confidence),
-        seed=int(boot.seed),
-        engine=str(comparison.get("engine", "fast")),  # type: ignore[arg-type]
-    )
+    from fixgraph.evaluation.result import EvaluationResult
 
 
 def family_metrics(cfg: DictConfig) -> list[str]:
@@ -128,7 +116,7 @@ def log_to_run(cfg: DictConfig, run_id: str, comparison: Comparison, files: Sequ
     """Attach a comparison (metrics + files, plots under <folder>/plots) to an existing MLflow run."""
     import mlflow
 
-    from fixgraph.experiment.tracking import setup
+    from fixgraph.tracking import setup
 
     setup(cfg)
     with mlflow.start_run(run_id=run_id):
@@ -142,7 +130,12 @@ def attach_family_comparison(
 ) -> Comparison:
     """Every system of an evaluation against the family's baseline: files under `out`, logged to its run."""
     comparison, differ = run_comparison(
-        result.per_question, result.info["fingerprints"], family.baseline, metrics, settings_of(cfg), family
+        result.per_question,
+        result.info["fingerprints"],
+        family.baseline,
+        metrics,
+        ComparisonSettings.from_config(cfg),
+        family,
     )
     plots = bool((cfg.get("comparison") or {}).get("plots", True))
     files = write_outputs(comparison, result.per_question, out, differ, stem, plots, result.info["fingerprints"])
@@ -153,7 +146,7 @@ def attach_family_comparison(
 
 def attach_comparison(cfg: DictConfig, result: EvaluationResult, baseline: str) -> Comparison:
     """The runner's comparison: the family is every other system on `comparison.family_metrics`."""
-    from fixgraph.experiment.evaluate import headline_metrics
+    from fixgraph.evaluation.result import headline_metrics
 
     declared = family_metrics(cfg)
     family = Family.declare(baseline, result.info["systems"], declared)

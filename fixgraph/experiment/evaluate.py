@@ -9,61 +9,26 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from omegaconf import DictConfig
 
 from fixgraph.config import systems_of
-from fixgraph.evaluation.gold import GoldMapping, map_gold
-from fixgraph.evaluation.metrics import metric_name, retrieval_metrics, scorable
-from fixgraph.evaluation.questions import Question, load_questions
+from fixgraph.evaluation.gold import map_gold
+from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, markdown_table, summarise, summary_json
-from fixgraph.evaluation.splits import build_split
+from fixgraph.evaluation.result import EvaluationResult, headline_metrics, per_question_table
+from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.evaluation.trec import write_qrels, write_run
 from fixgraph.experiment.analyses import fingerprints, write_analyses
-from fixgraph.experiment.layout import Layout
-from fixgraph.experiment.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.pipeline.layout import Layout
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
 from fixgraph.retrieval.base import Hit
 from fixgraph.retrieval.rerank import build_reranker
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EvaluationResult:
-    name: str
-    output_dir: Path
-    table: str
-    metrics: dict[str, Any]
-    per_question: pd.DataFrame
-    coverage: float
-    info: dict[str, Any] = field(default_factory=dict)
-    mlflow_run_id: str | None = None
-
-
-def headline_metrics(cfg: DictConfig) -> list[str]:
-    k = int(cfg.evaluation.main_k)
-    return [
-        metric_name("recall", k),
-        "mrr",
-        metric_name("ndcg", int(cfg.evaluation.ndcg_k)),
-        metric_name("support_complete", k),
-        metric_name("answer_page_hit", k),
-    ]
-
-
-def resolve_questions(
-    cfg: DictConfig, questions_path: Path | None, name: str | None
-) -> tuple[list[Question], Path, str]:
-    """Questions come from `--questions FILE` (any file in the shared format) or the configured split."""
-    if questions_path is not None:
-        return load_questions(questions_path), questions_path, name or questions_path.stem
-    split = build_split(cfg.split)
-    return split.load(), split.questions_path, name or split.name
 
 
 def rank_all(
@@ -102,29 +67,6 @@ def rank_all(
     return rankings, timings
 
 
-def score(
-    cfg: DictConfig,
-    questions: list[Question],
-    mapping: GoldMapping,
-    rankings: dict[str, dict[str, list[Hit]]],
-    doc_of: dict[str, str],
-    timings: list[dict[str, Any]],
-) -> pd.DataFrame:
-    """Long table: one row per (system, question); metrics NaN where a question is not scored."""
-    ks = [int(k) for k in cfg.evaluation.ks]
-    scored = {q.qid for q in scorable(questions, mapping)}
-    frames = []
-    for system, ranking in rankings.items():
-        frame = retrieval_metrics(questions, mapping, ranking, doc_of, ks, int(cfg.evaluation.ndcg_k))
-        frame = frame.drop(columns="qtype").reindex([q.qid for q in questions])
-        frame.insert(0, "scored", [q.qid in scored for q in questions])
-        frame.insert(0, "qtype", [q.qtype for q in questions])
-        frame.insert(0, "system", system)
-        frames.append(frame.reset_index())
-    table = pd.concat(frames, ignore_index=True)
-    return table.merge(pd.DataFrame(timings), on=["system", "qid"], how="left")
-
-
 def evaluate(
     cfg: DictConfig,
     questions_path: Path | None = None,
@@ -140,7 +82,7 @@ def evaluate(
     traces: dict[str, list[Any]] = {}
     rankings, timings = rank_all(cfg, questions, chunks, traces)
     doc_of = {c.id: c.doc_id for c in chunks}
-    per_question = score(cfg, questions, mapping, rankings, doc_of, timings)
+    per_question = per_question_table(cfg, questions, mapping, rankings, doc_of, timings)
     boot = cfg.evaluation.bootstrap
     summary = summarise(per_question, int(boot.resamples), float(boot.confidence), int(boot.seed))
     table = markdown_table(summary, headline_metrics(cfg), float(boot.confidence))
@@ -180,7 +122,8 @@ def evaluate(
     write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
     result = EvaluationResult(name, out, table, metrics, per_question, mapping.coverage, info)
     if track if track is not None else bool(cfg.tracking.enabled):
-        from fixgraph.experiment.tracking import log_evaluation
+        from fixgraph.experiment.analyses import mlflow_extras
+        from fixgraph.tracking import log_evaluation
 
-        result.mlflow_run_id = log_evaluation(cfg, result)
+        result.mlflow_run_id = log_evaluation(cfg, result, lambda system: mlflow_extras(out, info, system))
     return result

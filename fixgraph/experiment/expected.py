@@ -70,7 +70,7 @@ def check(path: Path) -> list[Mismatch]:
 
 def record(path: Path, metrics: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Fill the file's `expected` block from a fresh run (only `metrics`, or the ones already listed)."""
-    from fixgraph.experiment.tracking import git_state
+    from fixgraph.tracking import git_state
 
     spec = load(path)
     with tempfile.TemporaryDirectory(prefix="fixgraph-expected-") as tmp:

@@ -101,7 +101,7 @@ class FusionFastPath:
         )
 
     def prepare(self, context: SweepContext, params: Sequence[Param]) -> None:
-        from fixgraph.experiment.stages import open_retriever
+        from fixgraph.pipeline.stages import open_retriever
 
         self._base = to_dict(context.system_cfg)
         self._out_depth = int(context.cfg.evaluation.depth)
@@ -164,7 +164,7 @@ def score_rankings(
     timings: list[dict[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """The evaluate stage's per-question table for one system's rankings."""
-    from fixgraph.experiment.evaluate import score
+    from fixgraph.evaluation.result import per_question_table as score
 
     frames = {label: {qid: list(hits) for qid, hits in rankings.items()}}
     rows = timings or [{"system": label, "qid": q.qid} for q in context.questions]

@@ -25,11 +25,12 @@ from omegaconf import DictConfig, OmegaConf
 from fixgraph.config import ConfigError, systems_of, to_dict
 from fixgraph.evaluation.comparison import Family
 from fixgraph.evaluation.protocol_errors import ProtocolError
+from fixgraph.evaluation.result import EvaluationResult, headline_metrics
 from fixgraph.evaluation.splitting import read_split_file, unlocked_test_split
 from fixgraph.experiment.comparing import attach_family_comparison
-from fixgraph.experiment.evaluate import EvaluationResult, evaluate, headline_metrics
-from fixgraph.experiment.tracking import git_state
+from fixgraph.experiment.evaluate import evaluate
 from fixgraph.io import sha256_file, stable_hash, write_json, write_text
+from fixgraph.tracking import git_state
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def run_test(
 def _tag_run(cfg: DictConfig, run_id: str, study: str, attempt: dict[str, Any], paths: StudyPaths) -> None:
     import mlflow
 
-    from fixgraph.experiment.tracking import setup
+    from fixgraph.tracking import setup
 
     setup(cfg)
     with mlflow.start_run(run_id=run_id):

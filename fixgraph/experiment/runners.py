@@ -7,7 +7,8 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from fixgraph.experiment.evaluate import EvaluationResult, evaluate
+from fixgraph.evaluation.result import EvaluationResult
+from fixgraph.experiment.evaluate import evaluate
 from fixgraph.registry import Registry
 
 
@@ -39,7 +40,7 @@ class RetrievalBenchmark:
         if self.baseline is not None and self.baseline not in systems_of(cfg):
             raise ConfigError(f"experiment {self.name}: baseline {self.baseline!r} is not one of the systems")
         if self.build_graph:
-            from fixgraph.experiment import graph_stage
+            from fixgraph.pipeline import graph as graph_stage
 
             graph_stage.build(cfg, track=track)
         result = evaluate(cfg, questions, name, track)
@@ -52,8 +53,22 @@ class RetrievalBenchmark:
         return result
 
 
+@EXPERIMENTS.register("answers")
+class AnswersExperiment:
+    """`fixgraph run experiment=answers`: grounded answers vs the closed-book baseline, judged and tested."""
+
+    def __init__(self, name: str = "answers", **_: Any) -> None:
+        self.name = name
+
+    def run(
+        self, cfg: DictConfig, questions: Path | None = None, name: str | None = None, track: bool | None = None
+    ) -> EvaluationResult:
+        from fixgraph.answer.run import run_answers
+
+        return run_answers(cfg, questions, name, track)
+
+
 def build_experiment(cfg: Any) -> ExperimentRunner:
-    from fixgraph.answer import run  # noqa: F401  (registers answers)
     from fixgraph.config import build
 
     return build(EXPERIMENTS, cfg)

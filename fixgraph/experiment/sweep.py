@@ -113,7 +113,7 @@ def spec_digest(cfg: DictConfig, spec: SweepSpec) -> str:
 
 
 def load_context(cfg: DictConfig, spec: SweepSpec, cache_dir: Path) -> SweepContext:
-    from fixgraph.experiment.stages import chunk, load_chunks, load_documents
+    from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
 
     questions = build_split(cfg.split).load()  # verifies the frozen split
     chunk(cfg)
@@ -191,7 +191,7 @@ def work(
     import optuna
     from optuna.trial import TrialState
 
-    from fixgraph.experiment.evaluate import headline_metrics
+    from fixgraph.evaluation.result import headline_metrics
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     context = load_context(cfg, spec, Path(str(cfg.paths.artifacts)) / "sweeps" / study_name)
@@ -204,7 +204,7 @@ def work(
     )
     parent = study.user_attrs.get(PARENT_ATTR) if track else None
     if parent:
-        from fixgraph.experiment.tracking import setup
+        from fixgraph.tracking import setup
 
         experiment_id = setup(cfg)
     metrics_wanted = list(dict.fromkeys([spec.objective, *headline_metrics(cfg)]))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def create_parent_run(cfg: DictConfig, spec: SweepSpec, study: str, storage: str, digest: str) -> str:
     import mlflow
 
-    from fixgraph.experiment.tracking import flatten, git_state, setup
+    from fixgraph.tracking import flatten, git_state, setup
 
     experiment_id = setup(cfg)
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"sweep {study}") as run:
@@ -71,7 +71,7 @@ def record(cfg: DictConfig, study: Any, summary: SweepSummary) -> None:
     if summary.parent_run_id and bool(cfg.tracking.enabled):
         import mlflow
 
-        from fixgraph.experiment.tracking import setup
+        from fixgraph.tracking import setup
 
         setup(cfg)
         with mlflow.start_run(run_id=summary.parent_run_id):

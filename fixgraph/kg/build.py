@@ -1,6 +1,6 @@
 """Build the knowledge graph: extract -> ground -> verify -> resolve -> store -> communities -> report.
 
-`build_graph(cfg, out)` is the body of the `graph` stage (fixgraph/experiment/graph_stage.py). LLM
+`build_graph(cfg, out)` is the body of the `graph` stage (fixgraph/pipeline/graph.py). LLM
 extraction is journaled per chunk under `graph.work_dir`, keyed by the extractor's identity and the
 chunk set, so a killed run resumes where it stopped.
 """
@@ -109,7 +109,7 @@ def extract_records(
 
 
 def embed_function(cfg: DictConfig) -> Callable[[list[str]], np.ndarray]:
-    from fixgraph.retrieval.embedders import EmbeddingCache, build_embedder
+    from fixgraph.embedders.encoders import EmbeddingCache, build_embedder
 
     embedder = build_embedder(cfg.embedder)
     cache = EmbeddingCache(Path(str(cfg.paths.artifacts)) / "cache" / "embeddings")
@@ -118,7 +118,7 @@ def embed_function(cfg: DictConfig) -> Callable[[list[str]], np.ndarray]:
 
 def write_node_vectors(store: GraphStore, embed: Callable[[list[str]], np.ndarray], cfg: DictConfig, out: Path) -> None:
     """Node name vectors for entity linking, with the embedder identity that made them."""
-    from fixgraph.retrieval.embedders import build_embedder
+    from fixgraph.embedders.encoders import build_embedder
 
     names = list(store.nodes["name"])
     matrix = embed(names) if names else np.zeros((0, 1), dtype=np.float32)

@@ -11,6 +11,20 @@ from fixgraph.llm.base import Completion
 
 
 @dataclass
+class StageCost:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0  # measured wall time, including cache lookups
+
+    def add(self, completion: Completion, seconds: float) -> None:
+        self.calls += 1
+        self.input_tokens += completion.input_tokens
+        self.output_tokens += completion.output_tokens
+        self.seconds += seconds
+
+
+@dataclass
 class StageUsage:
     calls: int = 0
     cached_calls: int = 0

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
 from fixgraph.io import sha256_text, stable_hash
-from fixgraph.retrieval.embedders import Embedder, EmbeddingCache, build_embedder
 from fixgraph.retrieval.rerank import RERANKERS, ScorerReranker
 
 

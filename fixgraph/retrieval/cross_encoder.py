@@ -104,7 +104,7 @@ class CrossEncoderReranker(ScorerReranker):
         return np.asarray(scores, dtype=np.float32).reshape(-1)
 
     def _score_onnx(self, query: str, passages: Sequence[str], manifest: dict[str, Any]) -> np.ndarray:
-        from fixgraph.retrieval import onnx_runtime
+        from fixgraph.embedders import onnx_runtime
 
         model = _load(str(self.path), self.max_length, False, self.threads)
         path = onnx_runtime.cached_model(

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
+from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
 from fixgraph.io import atomic_path, read_json, write_json
 from fixgraph.retrieval.base import RETRIEVERS, Hit, hits_from_scores
-from fixgraph.retrieval.embedders import Embedder, EmbeddingCache, build_embedder
 
 INDEXES = ("exact", "hnsw")
 

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
+from fixgraph.embedders.encoders import build_embedder
 from fixgraph.kg.loaders import passage_node, to_igraph
 from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, hits_from_scores, write_chunk_ids
-from fixgraph.retrieval.embedders import build_embedder
 from fixgraph.retrieval.entity_linking import EntityLinker, Seed
 from fixgraph.retrieval.graph_index import GraphIndex, load_graph_index
 

@@ -87,8 +87,8 @@ def build_distill_groups(
 ) -> list[Group]:
     """Groups of one positive and `negatives` candidates sampled from the union of the teacher's and
     BM25's top `negative_pool` chunks (any page), each with the teacher's cosine for every member."""
+    from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
     from fixgraph.retrieval.bm25 import BM25Retriever
-    from fixgraph.retrieval.embedders import Embedder, EmbeddingCache, build_embedder
 
     unknown = set(kinds) - set(DISTILL_QUERY_KINDS)
     if unknown:

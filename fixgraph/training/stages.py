@@ -12,9 +12,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fixgraph.config import build, to_dict
-from fixgraph.experiment.layout import Layout
-from fixgraph.experiment.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 from fixgraph.io import read_json, sha256_file, stable_hash, write_jsonl
+from fixgraph.pipeline.layout import Layout
+from fixgraph.pipeline.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 from fixgraph.training.cross_encoder import TRAINERS, CrossEncoderTrainer
 from fixgraph.training.distill import build_distill_groups
 from fixgraph.training.pairs import Group, build_groups

@@ -58,9 +58,9 @@ def test_real_model_generates_a_checked_bridge_question(fixture_config: Callable
 
     from fixgraph.answer.qcandidates import bridge_candidates
     from fixgraph.answer.questiongen import generate
-    from fixgraph.experiment import stages
-    from fixgraph.experiment.layout import Layout
+    from fixgraph.pipeline import stages
     from fixgraph.llm.base import build_llm
+    from fixgraph.pipeline.layout import Layout
 
     cfg = fixture_config(["llm=qwen_coder_05b", f"llm.model_dir={REPO / 'models'}"])
     stages.chunk(cfg)

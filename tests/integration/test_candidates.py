@@ -9,11 +9,11 @@ from omegaconf import DictConfig
 
 from fixgraph.config import to_dict
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment import stages
-from fixgraph.experiment.candidates import build_candidates, open_cache
+from fixgraph.pipeline import stages
+from fixgraph.pipeline.candidate_cache import StaleCacheError
+from fixgraph.pipeline.candidates import build_candidates, open_cache
+from fixgraph.pipeline.rescore import RescoreParams, rescore
 from fixgraph.retrieval.base import build_retriever
-from fixgraph.retrieval.candidates import StaleCacheError
-from fixgraph.retrieval.rescore import RescoreParams, rescore
 
 FAKE_LLM = "{name:fake,kind:fake,default:no,responses:{amber:yes,paper:yes}}"
 SCORER = [

@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 
 from fixgraph.cli import main
 from fixgraph.config import compose
-from fixgraph.experiment import stages
-from fixgraph.experiment.layout import Layout
+from fixgraph.pipeline import stages
 from fixgraph.io import read_json
+from fixgraph.pipeline.layout import Layout
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from fixgraph.experiment import graph_stage
 from fixgraph.experiment.runners import build_experiment
 from fixgraph.kg.store import GraphStore
+from fixgraph.pipeline import graph as graph_stage
 
 LLM_ANSWER = (
     "llm.default={entities:[{name:hub,type:Concept},{name:Settings,type:UIElement},{name:nowhere-thing,type:Concept}],"
@@ -46,7 +46,7 @@ def test_structural_graph_stage_builds_reports_and_logs(fixture_config: Callable
 
 
 def test_llm_extractor_end_to_end_with_the_fake_llm(fixture_config: Callable[..., DictConfig]) -> None:
-    from fixgraph.experiment.stages import load_chunks
+    from fixgraph.pipeline.stages import load_chunks
 
     cfg = fixture_config(["extractor=llm", "tracking.enabled=false", LLM_ANSWER])
     report = GraphStore.read(graph_stage.build(cfg).output).report

@@ -14,9 +14,9 @@ from omegaconf import DictConfig
 
 from fixgraph.corpus.chunking import StructuralChunker
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.experiment import stages
-from fixgraph.experiment.layout import Layout
+from fixgraph.pipeline import stages
 from fixgraph.io import read_json
+from fixgraph.pipeline.layout import Layout
 
 PAGE = """<page xmlns="http://projectmallard.org/1.0/" id="{id}" type="topic">
   <info><link type="guide" xref="index"/></info>

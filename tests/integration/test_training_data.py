@@ -7,7 +7,7 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from fixgraph.evaluation.questions import load_questions
-from fixgraph.experiment import stages
+from fixgraph.pipeline import stages
 from fixgraph.training.stages import load_groups, reranker_data
 
 

@@ -13,6 +13,7 @@ from fixgraph.answer.base import build_answerer
 from fixgraph.config import ConfigError, compose, systems_of
 from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.sources import build_corpus
+from fixgraph.embedders.encoders import build_embedder
 from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.splits import build_split
 from fixgraph.experiment.runners import build_experiment
@@ -22,7 +23,6 @@ from fixgraph.kg.ontology import build_ontology
 from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
-from fixgraph.retrieval.embedders import build_embedder
 from fixgraph.retrieval.rerank import build_reranker
 from fixgraph.training.stages import build_trainer
 from tests.conftest import CONF, REPO, option_names

@@ -14,10 +14,10 @@ import pytest
 from fixgraph.config import compose, to_dict
 from fixgraph.corpus.models import Chunk, Document, Link
 from fixgraph.corpus.store import write_documents
+from fixgraph.embedders.encoders import HashingEmbedder
 from fixgraph.io import write_json
 from fixgraph.kg.store import EDGE_COLUMNS, MENTION_COLUMNS, NODE_COLUMNS, GraphStore
 from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
-from fixgraph.retrieval.embedders import HashingEmbedder
 from fixgraph.retrieval.ppr import min_max
 from tests.kg_helpers import chunk
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixgraph.retrieval import onnx_runtime
+from fixgraph.embedders import onnx_runtime
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -121,8 +121,8 @@ def test_unknown_output_is_named(tmp_path: Path) -> None:
 
 
 def test_unknown_backends_are_named() -> None:
+    from fixgraph.embedders.encoders import SentenceTransformerEmbedder
     from fixgraph.retrieval.cross_encoder import CrossEncoderReranker
-    from fixgraph.retrieval.embedders import SentenceTransformerEmbedder
 
     with pytest.raises(ValueError, match="unknown query_backend 'tensorrt'"):
         SentenceTransformerEmbedder(name="m", model="x", query_backend="tensorrt")

@@ -73,8 +73,8 @@ def test_router_rules(query: str, kind: str) -> None:
 def test_bi_encoder_reranker_reads_cached_vectors_and_embeds_only_the_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from fixgraph.embedders.encoders import EmbeddingCache, HashingEmbedder
     from fixgraph.retrieval.bi_encoder_rerank import BiEncoderReranker
-    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
 
     embedder_cfg = {"name": "hashing", "kind": "hashing", "dim": 256}
     texts = {c.id: c.text for c in CHUNKS}

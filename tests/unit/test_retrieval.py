@@ -84,7 +84,7 @@ def test_loading_an_index_for_other_chunks_fails(tmp_path: Path) -> None:
 
 
 def test_embedding_cache_reuses_vectors(tmp_path: Path) -> None:
-    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
+    from fixgraph.embedders.encoders import EmbeddingCache, HashingEmbedder
 
     class Counting(HashingEmbedder):
         calls = 0
@@ -103,7 +103,7 @@ def test_embedding_cache_reuses_vectors(tmp_path: Path) -> None:
 def test_embedding_cache_reads_once_and_keeps_other_writers_vectors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fixgraph.retrieval.embedders import EmbeddingCache, HashingEmbedder
+    from fixgraph.embedders.encoders import EmbeddingCache, HashingEmbedder
 
     embedder = HashingEmbedder()
     one, two = EmbeddingCache(tmp_path), EmbeddingCache(tmp_path)

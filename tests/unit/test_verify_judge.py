@@ -10,12 +10,12 @@ from fixgraph.answer.base import GroundedAnswer, Sentence
 from fixgraph.answer.ragas import RagasMetrics, average_precision
 from fixgraph.answer.scoring import ScoredAnswer, abstention_judgement
 from fixgraph.answer.verify import ClaimVerifier, SentenceVerdict, Verification, build_verifier
+from fixgraph.embedders.encoders import HashingEmbedder
 from fixgraph.evaluation.gold import GoldItem, GoldMapping
 from fixgraph.evaluation.llm_judge import LLMJudge
 from fixgraph.evaluation.questions import Question
 from fixgraph.llm.base import FakeLLM
 from fixgraph.llm.client import LLMClient
-from fixgraph.retrieval.embedders import HashingEmbedder
 from tests.unit.test_answering import CHUNKS
 
 

@@ -1,6 +1,6 @@
 """Re-score a candidate cache with new fusion and reranking parameters, without running any model.
 
-    cache = open_cache(cfg)                       # fixgraph.experiment.candidates; raises if stale
+    cache = open_cache(cfg)                       # fixgraph.pipeline.candidates; raises if stale
     result = rescore(cache, RescoreParams(rrf_k=20, rerank_top_n=30, rerank_weights={"cross_encoder": 1}))
     result.rankings["ga-002"]                    # list[Hit], best first
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fixgraph.pipeline.candidate_cache import CandidateCache
 from fixgraph.retrieval.base import Hit
 from fixgraph.retrieval.blend import FIRST_STAGE, znorm
-from fixgraph.retrieval.candidates import CandidateCache
 from fixgraph.retrieval.fusion import rrf, weighted
 from fixgraph.retrieval.rerank import rerank_top
 

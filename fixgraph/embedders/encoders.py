@@ -95,7 +95,7 @@ class SentenceTransformerEmbedder:
 
     def model_path(self) -> Path:
         if self.parts is not None:
-            from fixgraph.retrieval.model_parts import assemble
+            from fixgraph.embedders.model_parts import assemble
 
             return assemble(list(self.parts["distributions"]), str(self.parts["sha256"]))
         return resolve_model_path(self.model_name)
@@ -162,7 +162,7 @@ class SentenceTransformerEmbedder:
     def _embed_one(self, text: str) -> np.ndarray:
         max_length = min(self.query_max_length, self.max_seq_length)
         if self.query_backend == "onnx":
-            from fixgraph.retrieval import onnx_runtime
+            from fixgraph.embedders import onnx_runtime
 
             path = self._onnx_path()
             features = self.model.tokenizer([text], return_tensors="np", truncation=True, max_length=max_length)
@@ -191,7 +191,7 @@ class SentenceTransformerEmbedder:
 
     def _onnx_path(self) -> Path:
         if self._onnx is None:
-            from fixgraph.retrieval import onnx_runtime
+            from fixgraph.embedders import onnx_runtime
 
             self._onnx = onnx_runtime.cached_model(
                 self.model[0].auto_model,

@@ -26,8 +26,8 @@ from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.sources import build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
-from fixgraph.experiment.layout import Layout
 from fixgraph.io import atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
+from fixgraph.pipeline.layout import Layout
 from fixgraph.retrieval.base import Retriever, build_retriever
 
 log = logging.getLogger(__name__)

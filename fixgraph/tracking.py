@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from fixgraph import __version__
 from fixgraph.io import write_json, write_text
 
 if TYPE_CHECKING:
-    from fixgraph.experiment.evaluate import EvaluationResult
+    from fixgraph.evaluation.result import EvaluationResult
 
 KEY_PACKAGES = (
     "torch",
@@ -73,10 +74,13 @@ def setup(cfg: DictConfig) -> str:
     return str(mlflow.create_experiment(name, artifact_location=artifacts))
 
 
-def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
+def log_evaluation(
+    cfg: DictConfig,
+    result: EvaluationResult,
+    extras: Callable[[str], tuple[dict[str, str], dict[str, float]]] | None = None,
+) -> str:
+    """One parent run per evaluation, one child per system; `extras(system)` adds tags and metrics."""
     import mlflow
-
-    from fixgraph.experiment.analyses import mlflow_extras
 
     experiment_id = setup(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -117,7 +121,7 @@ def log_evaluation(cfg: DictConfig, result: EvaluationResult) -> str:
         mlflow.log_artifacts(str(result.output_dir), artifact_path="evaluation")
         for system, metrics in result.metrics.items():
             with mlflow.start_run(experiment_id=experiment_id, run_name=system, nested=True):
-                extra_tags, extra_metrics = mlflow_extras(result.output_dir, info, system)
+                extra_tags, extra_metrics = extras(system) if extras is not None else ({}, {})
                 mlflow.set_tags({**tags, "system": system, **extra_tags})
                 system_cfg = resolved.get("systems", {}).get(system) or resolved.get("retriever", {})
                 mlflow.log_params(

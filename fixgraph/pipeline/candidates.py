@@ -11,10 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from fixgraph.evaluation.splits import build_split
-from fixgraph.experiment.layout import Layout
-from fixgraph.experiment.stages import chunk, load_chunks
-from fixgraph.retrieval.base import build_retriever
-from fixgraph.retrieval.candidates import (
+from fixgraph.pipeline.candidate_cache import (
     CandidateCache,
     build_cache,
     build_scorers,
@@ -22,6 +19,9 @@ from fixgraph.retrieval.candidates import (
     check_spec,
     load_cache,
 )
+from fixgraph.pipeline.layout import Layout
+from fixgraph.pipeline.stages import chunk, load_chunks
+from fixgraph.retrieval.base import build_retriever
 
 
 def cache_dir(cfg: DictConfig) -> Path:

@@ -14,9 +14,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.config import to_dict
-from fixgraph.experiment.layout import Layout
-from fixgraph.experiment.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 from fixgraph.io import sha256_file, stable_hash, write_json
+from fixgraph.pipeline.layout import Layout
+from fixgraph.pipeline.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ def log_graph(cfg: DictConfig, folder: Path) -> str:
     """One MLflow run per graph build: the quality report as metrics and as an artifact."""
     import mlflow
 
-    from fixgraph.experiment.tracking import flatten, git_state, setup
     from fixgraph.io import read_json
     from fixgraph.kg.report import report_metrics
+    from fixgraph.tracking import flatten, git_state, setup
 
     report = read_json(folder / "report.json")
     experiment_id = setup(cfg)

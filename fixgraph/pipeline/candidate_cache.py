@@ -62,7 +62,7 @@ def cache_components(
     channels: Mapping[str, Retriever],
     scorers: Mapping[str, Any],
 ) -> dict[str, Any]:
-    from fixgraph.experiment.stages import code_hash
+    from fixgraph.pipeline.stages import code_hash
 
     spec = cfg.candidates
 
@@ -97,7 +97,7 @@ def build_cache(
     index_root: Path,
 ) -> CandidateCache:
     """Run every channel over every question, score the candidate pool with every scorer, save."""
-    from fixgraph.experiment.stages import index_key, run_stage
+    from fixgraph.pipeline.stages import index_key, run_stage
 
     spec = cfg.candidates
     depth, score_depth = int(spec.depth), int(spec.score_depth)
