@@ -8,8 +8,9 @@ Two ways in, one config object out:
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,17 +90,70 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def build(registry: Registry[T], cfg: Any, **extra: Any) -> T:
-    """Instantiate the implementation registered under `cfg.kind` with the node's fields."""
+    """Instantiate the implementation registered under `cfg.kind` with the node's fields.
+
+    The factory's signature is the option's schema: a key it does not take, or a required one that is
+    missing, is a ConfigError naming the option, the key and the valid keys (nothing is ignored)."""
     fields = to_dict(cfg)
     kind = fields.pop("kind", None)
     if kind is None:
         raise ConfigError(f"{registry.group} config {fields.get('name', '?')!r} has no `kind`")
-    return registry.get(str(kind))(**fields, **extra)
+    factory = registry.get(str(kind))
+    check_keys(registry.group, str(kind), factory, fields, extra)
+    return factory(**fields, **extra)
+
+
+def accepted_keys(factory: Callable[..., Any]) -> tuple[list[str], list[str], bool]:
+    """(all keyword parameters, the required ones, whether it takes **kwargs) of a factory."""
+    signature = inspect.signature(factory)
+    keys, required, var_keyword = [], [], False
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            var_keyword = True
+        elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            keys.append(param.name)
+            if param.default is param.empty:
+                required.append(param.name)
+    return keys, required, var_keyword
+
+
+def check_keys(
+    group: str, kind: str, factory: Callable[..., Any], fields: Mapping[str, Any], extra: Mapping[str, Any]
+) -> None:
+    keys, required, var_keyword = accepted_keys(factory)
+    label = f"{group} {fields.get('name', kind)!r} (kind {kind})"
+    unknown = sorted(set(fields) - set(keys))
+    if unknown and not var_keyword:
+        valid = ", ".join(k for k in ["kind", *keys] if k not in extra)
+        raise ConfigError(f"{label}: unknown key(s) {', '.join(unknown)}; valid keys: {valid}")
+    missing = sorted(set(required) - set(fields) - set(extra))
+    if missing:
+        raise ConfigError(f"{label}: missing key(s) {', '.join(missing)}")
 
 
 def systems_of(cfg: DictConfig) -> dict[str, DictConfig]:
-    """Systems to evaluate: `systems` when an experiment sets it, else the selected retriever."""
+    """Systems to evaluate, name -> system config: `systems` when an experiment sets it, else the selected
+    retriever. A global `reranker` other than `none` is attached to every system here, as a `kind: reranked`
+    system, so the benchmark, sweeps, the locked test, answers and the API all rank with it (one way)."""
     systems = cfg.get("systems") or {}
-    if systems:
-        return {str(name): node for name, node in systems.items()}
-    return {str(cfg.retriever.name): cfg.retriever}
+    chosen = {str(n): node for n, node in systems.items()} if systems else {str(cfg.retriever.name): cfg.retriever}
+    reranker = cfg.get("reranker")
+    if reranker is None or str(reranker.kind) == "none":
+        return chosen
+    attached: dict[str, DictConfig] = {}
+    for name, node in chosen.items():
+        if str(node.get("kind")) == "reranked":
+            raise ConfigError(
+                f"system {name!r} already has a reranker ({node.reranker.name}); with reranker={reranker.name} "
+                "choose a first-stage retriever for it, or keep reranker=none"
+            )
+        attached[name] = OmegaConf.create(
+            {
+                "name": str(node.name),
+                "kind": "reranked",
+                "first_stage": to_dict(node),
+                "reranker": to_dict(reranker),
+                "depth": int(cfg.evaluation.depth),
+            }
+        )
+    return attached

@@ -36,7 +36,7 @@ from fixgraph.evaluation.result import EvaluationResult
 from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
-from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
 
 log = logging.getLogger(__name__)
@@ -119,16 +119,17 @@ def run_answers(
     )
     depth = max(20, 3 * int(cfg.answer.get("max_chunks", 8)))
     scored: list[ScoredAnswer] = []
-    for system, system_cfg in systems.items():
-        retriever = None if system_cfg is None else open_retriever(cfg, system, system_cfg, chunk_list)
+    for name, system_cfg in systems.items():
+        # the same System the benchmark ranks with (reranker included), so answers cite what was measured
+        system = None if system_cfg is None else open_system(cfg, name, system_cfg, chunk_list)
         this = answerer if system_cfg is not None or not answerer.retrieves else closed
         for i, question in enumerate(questions, start=1):
             started = time.perf_counter()
-            hits: list[Hit] = retriever.search(question.question, depth) if retriever is not None else []
+            hits: list[Hit] = system.search(question.question, depth) if system is not None else []
             retrieved = time.perf_counter() - started
-            answer = this.answer(llm, question.qid, question.question, hits, chunks, system)
+            answer = this.answer(llm, question.qid, question.question, hits, chunks, name)
             scored.append(scorer.score(question, answer, chunks, retrieved))
-            log.info("%s %d/%d %s: %s", system, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
+            log.info("%s %d/%d %s: %s", name, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
     llms = {"llm": llm, "verifier": scorer.verifier.llm}
     return _finish(cfg, layout, name, questions, questions_path, mapping, scored, chunk_result.info, llms, track)
 

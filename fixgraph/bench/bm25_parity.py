@@ -18,7 +18,7 @@ from fixgraph.bench.retrieval import system_cfg, timed
 from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.metrics import retrieval_metrics
 from fixgraph.evaluation.splits import build_split
-from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(questions), "backends": {}}
     for backend, option in backends.items():
         node = system_cfg(cfg, option)
-        retriever = open_retriever(cfg, f"bench-{option}", node, chunks)
+        retriever = open_system(cfg, f"bench-{option}", node, chunks)
         rankings[backend] = {q.qid: retriever.search(q.question, depth) for q in questions}
         metrics = retrieval_metrics(questions, mapping, rankings[backend], doc_of, [8, 10], 10)
         speed = timed(partial(retriever.search, k=depth), [q.question for q in questions])

@@ -27,7 +27,7 @@ from fixgraph.evaluation.splits import build_split
 from fixgraph.kg.extract import ExtractionContext, build_extractor, extract_all
 from fixgraph.kg.ontology import build_ontology
 from fixgraph.pipeline import graph as graph_stage
-from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.ppr import personalized_pagerank
 
 
@@ -129,7 +129,7 @@ def ppr_latency(cfg: DictConfig) -> dict[str, Any]:
     questions = build_split(cfg.split).load()
     out: dict[str, Any] = {"questions": len(questions)}
     for name in ("ppr_hipporag1", "ppr_hipporag2"):
-        out[name] = _ppr_system(name, open_retriever(cfg, name, systems[name], chunks), questions)
+        out[name] = _ppr_system(name, open_system(cfg, name, systems[name], chunks).first_stage, questions)
     return out
 
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from fixgraph.config import systems_of
 from fixgraph.evaluation.splits import build_split
-from fixgraph.pipeline.stages import chunk, load_chunks, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, open_system
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     depth = int(cfg.evaluation.depth)
     systems: dict[str, Any] = {}
     for name, system_cfg in systems_of(cfg).items():
-        retriever = open_retriever(cfg, name, system_cfg, chunks)
+        retriever = open_system(cfg, name, system_cfg, chunks)
         retriever.search(questions[0].question, depth)  # warm-up: model load, caches
         times = []
         for question in questions:

@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.evaluation.splits import build_split
-from fixgraph.pipeline.stages import chunk, load_chunks, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, open_system
 
 # the peer for the ONNX int8 query path: the same model through torch in fp32
 TORCH_QUERIES = ("embedder.query_backend=torch", "embedder.query_quantize=false")
@@ -82,7 +82,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     def measure(
         name: str, option: str, queries: Sequence[str] = questions, extra: Sequence[str] = (), **overrides: Any
     ) -> Any:
-        retriever = open_retriever(cfg, f"bench-{name}", system_cfg(cfg, option, extra, **overrides), chunks)
+        retriever = open_system(cfg, f"bench-{name}", system_cfg(cfg, option, extra, **overrides), chunks)
         systems[name] = timed(lambda q: retriever.search(q, depth), queries)
         return retriever
 
@@ -90,6 +90,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     dense = measure("dense", "dense")
     measure("dense_torch_fp32_query", "dense", extra=TORCH_QUERIES)
     measure("dense_hnsw", "dense_hnsw")
+    dense = dense.first_stage
     model = dense.embedder.model
     systems["dense_query_embedding"] = timed(lambda q: dense.embed_query(q), questions)
     systems["sentence_transformers_encode"] = timed(

@@ -24,9 +24,8 @@ from fixgraph.evaluation.trec import write_qrels, write_run
 from fixgraph.experiment.analyses import fingerprints, write_analyses
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
-from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_retriever
+from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
-from fixgraph.retrieval.rerank import build_reranker
 
 log = logging.getLogger(__name__)
 
@@ -34,34 +33,29 @@ log = logging.getLogger(__name__)
 def rank_all(
     cfg: DictConfig, questions: list[Question], chunks: list[Any], traces: dict[str, list[Any]] | None = None
 ) -> tuple[dict[str, dict[str, list[Hit]]], list[dict[str, Any]]]:
-    """system -> qid -> ranking, and per-question timings of each stage. Retrievers with a `trace`
-    method (graph retrievers: their seeds) have it recorded per question into `traces`."""
+    """system -> qid -> ranking, and per-question timings of each stage. Systems whose first stage can
+    say what it linked a question to (graph retrievers: their seeds) have it recorded into `traces`."""
     depth = int(cfg.evaluation.depth)
-    reranker = build_reranker(cfg.reranker)
-    texts = {c.id: c.index_text() for c in chunks}
     rankings: dict[str, dict[str, list[Hit]]] = {}
     timings: list[dict[str, Any]] = []
-    for system, system_cfg in systems_of(cfg).items():
-        retriever = open_retriever(cfg, system, system_cfg, chunks)
-        rankings[system] = {}
+    for name, system_cfg in systems_of(cfg).items():
+        system = open_system(cfg, name, system_cfg, chunks)
+        rankings[name] = {}
         for question in questions:
             started = time.perf_counter()
-            hits = retriever.search(question.question, depth)
-            retrieved = time.perf_counter()
-            hits = reranker.rerank(question.question, hits, texts)
-            reranked = time.perf_counter()
-            rankings[system][question.qid] = hits
-            # per-stage times a retriever reports for its last search (embed, channels, fusion, rerank...)
-            stages_ms = {f"stage_{k}": v for k, v in getattr(retriever, "last_timings", {}).items()}
-            if traces is not None and hasattr(retriever, "trace"):
-                traces.setdefault(system, []).append({"qid": question.qid, **retriever.trace(question.question)})
+            rankings[name][question.qid] = system.search(question.question, depth)
+            elapsed = 1000 * (time.perf_counter() - started)
+            stage_ms = {f"stage_{k}": v for k, v in system.last_timings.items()}
+            if traces is not None and (trace := system.trace(question.question)) is not None:
+                traces.setdefault(name, []).append({"qid": question.qid, **trace})
             timings.append(
                 {
-                    "system": system,
+                    "system": name,
                     "qid": question.qid,
-                    "retrieve_ms": 1000 * (retrieved - started),
-                    "rerank_ms": 1000 * (reranked - retrieved),
-                    **stages_ms,
+                    "retrieve_ms": stage_ms.pop("stage_first_stage_ms"),
+                    "rerank_ms": stage_ms.pop("stage_rerank_ms"),
+                    "total_ms": elapsed,
+                    **stage_ms,
                 }
             )
     return rankings, timings

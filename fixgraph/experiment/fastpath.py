@@ -101,7 +101,7 @@ class FusionFastPath:
         )
 
     def prepare(self, context: SweepContext, params: Sequence[Param]) -> None:
-        from fixgraph.pipeline.stages import open_retriever
+        from fixgraph.pipeline.stages import open_system
 
         self._base = to_dict(context.system_cfg)
         self._out_depth = int(context.cfg.evaluation.depth)
@@ -127,7 +127,7 @@ class FusionFastPath:
                 return
             log.info("fast path %s: %s is stale (other channels, chunks or questions); recomputing", self.name, cache)
         started = time.perf_counter()
-        hybrid = open_retriever(context.cfg, context.system, context.system_cfg, context.chunks)
+        hybrid = open_system(context.cfg, context.system, context.system_cfg, context.chunks).first_stage
         channels = getattr(hybrid, "channels", {})
         self._channels = {
             name: {q.qid: channel.search(q.question, depth) for q in context.questions}

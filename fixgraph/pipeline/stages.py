@@ -28,7 +28,7 @@ from fixgraph.corpus.sources import build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
 from fixgraph.io import atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
-from fixgraph.retrieval.base import Retriever, build_retriever
+from fixgraph.retrieval.system import System, build_system
 
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -189,15 +189,16 @@ def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence
         chunks = load_chunks(cfg)
 
     def produce(out: Path) -> dict[str, Any]:
-        build_retriever(system_cfg).build(chunks, out)
+        build_system(system_cfg).build(chunks, out)
         return {"system": system, "chunks": len(chunks)}
 
     return run_stage(f"index[{system}]", layout.index_dir(system), index_key(cfg, system_cfg), produce)
 
 
-def open_retriever(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk]) -> Retriever:
-    """The retriever of a system with its index loaded, building the index first if it is stale."""
+def open_system(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk]) -> System:
+    """A system with its index loaded, building the index first if it is stale: how every caller
+    (evaluation, sweeps, the candidate cache, answers, benchmarks, the API) gets one."""
     result = index(cfg, system, system_cfg, chunks)
-    retriever = build_retriever(system_cfg)
-    retriever.load(chunks, result.output)
-    return retriever
+    opened = build_system(system_cfg)
+    opened.load(chunks, result.output)
+    return opened

@@ -58,8 +58,8 @@ def test_real_model_generates_a_checked_bridge_question(fixture_config: Callable
 
     from fixgraph.answer.qcandidates import bridge_candidates
     from fixgraph.answer.questiongen import generate
-    from fixgraph.pipeline import stages
     from fixgraph.llm.base import build_llm
+    from fixgraph.pipeline import stages
     from fixgraph.pipeline.layout import Layout
 
     cfg = fixture_config(["llm=qwen_coder_05b", f"llm.model_dir={REPO / 'models'}"])

@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from fixgraph.cli import main
 from fixgraph.config import compose
-from fixgraph.pipeline import stages
 from fixgraph.io import read_json
+from fixgraph.pipeline import stages
 from fixgraph.pipeline.layout import Layout
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 
 from fixgraph.corpus.chunking import StructuralChunker
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.pipeline import stages
 from fixgraph.io import read_json
+from fixgraph.pipeline import stages
 from fixgraph.pipeline.layout import Layout
 
 PAGE = """<page xmlns="http://projectmallard.org/1.0/" id="{id}" type="topic">

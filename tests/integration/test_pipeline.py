@@ -12,8 +12,8 @@ import pytest
 from omegaconf import DictConfig
 
 from fixgraph.evaluation.gold import GoldCoverageError
-from fixgraph.pipeline import stages
 from fixgraph.experiment.evaluate import evaluate
+from fixgraph.pipeline import stages
 
 
 def test_evaluation_outputs_can_be_recomputed_elsewhere(fixture_config: Callable[..., DictConfig]) -> None:

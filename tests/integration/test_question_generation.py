@@ -14,10 +14,10 @@ from fixgraph.answer.qcandidates import Candidate, EvidenceSentence, bridge_cand
 from fixgraph.answer.qchecks import content_words, mechanical_problems
 from fixgraph.answer.questiongen import check_file, generate, review, write_questions
 from fixgraph.evaluation.questions import Question
-from fixgraph.pipeline import stages
 from fixgraph.experiment.evaluate import evaluate
 from fixgraph.llm.base import FakeLLM
 from fixgraph.llm.client import LLMClient
+from fixgraph.pipeline import stages
 from fixgraph.pipeline.layout import Layout
 
 QUOTE = "Hold the Reset button for fifteen seconds with a paper clip."

@@ -49,7 +49,7 @@ def test_reranked_retriever_reorders_first_stage(tmp_path: Path) -> None:
     retriever = build_retriever(cfg)
     retriever.load(CHUNKS, tmp_path)
     first = build_retriever(cfg["first_stage"])
-    first.load(CHUNKS, tmp_path / "first_stage")
+    first.load(CHUNKS, tmp_path)  # the system keeps its first stage's index in its own folder
     query = "reset hub router light"
     assert [h.chunk_id for h in first.search(query, 3)][:2] == ["a", "b"]
     assert [h.chunk_id for h in retriever.search(query, 3)][:2] == ["b", "a"]
