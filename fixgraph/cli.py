@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     from fixgraph.answer.commands import add_commands as add_answer_commands
 
     add_answer_commands(sub, command)  # answers, label, agreement, questions
+    from fixgraph.serve.commands import add_commands as add_serve_commands
+
+    add_serve_commands(sub, command)  # serve, diagnose
     bench = sub.add_parser("bench", help="run a benchmark and print its JSON (fixgraph bench --list)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks")
     bench.add_argument("--params", type=Path, help="read the resolved config from this file")
@@ -129,6 +132,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command in answer_commands.COMMANDS:
         return answer_commands.dispatch(args, cfg)
+    from fixgraph.serve import commands as serve_commands
+
+    if args.command in serve_commands.COMMANDS:
+        return serve_commands.dispatch(args, cfg)
     if args.command == "bench":
         import json
 

@@ -68,6 +68,7 @@ def log_graph(cfg: DictConfig, folder: Path) -> str:
 
     from fixgraph.io import read_json
     from fixgraph.kg.report import report_metrics
+    from fixgraph.redact import redact, redact_flat
     from fixgraph.tracking import flatten, git_state, setup
 
     report = read_json(folder / "report.json")
@@ -85,11 +86,12 @@ def log_graph(cfg: DictConfig, folder: Path) -> str:
         }
         if "llm" in report.get("extractor", {}).get("name", "") or report.get("llm_usage"):
             params.update(flatten(to_dict(cfg.llm), "llm."))
-        mlflow.log_params(params)
+        mlflow.log_params(redact_flat(params))
         mlflow.log_metrics(report_metrics(report))
         with tempfile.TemporaryDirectory() as tmp:
             write_json(Path(tmp) / "graph_report.json", report)
-            (Path(tmp) / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            resolved = redact(OmegaConf.to_container(cfg, resolve=True))  # no API keys in MLflow
+            (Path(tmp) / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
             mlflow.log_artifacts(tmp)
         return str(run.info.run_id)
 

@@ -24,6 +24,7 @@ from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.rerank import build_reranker
+from fixgraph.serve.settings import build_settings
 from fixgraph.training.stages import build_trainer
 from tests.conftest import CONF, REPO, option_names
 
@@ -49,6 +50,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "experiment": build_experiment,
     "sweep": build_sweep,
     "trainer": build_trainer,
+    "serve": build_settings,
 }
 
 CASES = [(group, option) for group in BUILDERS for option in option_names(group)]

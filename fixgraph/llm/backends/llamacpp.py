@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages, drop_none
+from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_messages, drop_none
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
 
@@ -55,9 +56,10 @@ class LlamaCppLLM:
             )
         return self._llama
 
-    def complete(self, prompt: str, **params: Any) -> Completion:
+    @staticmethod
+    def _request(prompt: str, params: dict[str, Any]) -> dict[str, Any]:
         schema = params.get("schema")
-        request = drop_none(
+        return drop_none(
             {
                 "messages": chat_messages(prompt, params.get("system")),
                 "temperature": params.get("temperature"),
@@ -68,10 +70,12 @@ class LlamaCppLLM:
                 "response_format": {"type": "json_object", "schema": schema} if schema is not None else None,
             }
         )
+
+    def complete(self, prompt: str, **params: Any) -> Completion:
         with self._lock:
             llama = self._load()
             started = time.perf_counter()
-            reply = llama.create_chat_completion(**request)
+            reply = llama.create_chat_completion(**self._request(prompt, params))
             seconds = time.perf_counter() - started
         usage = reply.get("usage") or {}
         return Completion(
@@ -81,3 +85,26 @@ class LlamaCppLLM:
             seconds=seconds,
             model=self.model,
         )
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[StreamItem]:
+        """Token by token from llama.cpp's own stream. The context is held until the stream ends or is
+        closed: closing it stops decoding at the next token (llama-cpp-python decodes lazily)."""
+        with self._lock:
+            llama = self._load()
+            started = time.perf_counter()
+            chunks = llama.create_chat_completion(**self._request(prompt, params), stream=True)
+            parts: list[str] = []
+            deltas = 0
+            try:
+                for chunk in chunks:
+                    deltas += 1  # one chunk per decoded token (the last carries only finish_reason)
+                    delta = str((chunk["choices"][0].get("delta") or {}).get("content") or "")
+                    if delta:
+                        parts.append(delta)
+                        yield delta
+            finally:
+                chunks.close()
+            output_tokens = max(deltas - 1, 0)
+            # the context holds prompt + generated tokens once decoding ends
+            input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
+        yield Completion("".join(parts), input_tokens, output_tokens, time.perf_counter() - started, model=self.model)
