@@ -26,6 +26,7 @@ from fixgraph.serve.schemas import (
     SearchResponse,
 )
 from fixgraph.serve.service import Service
+from fixgraph.serve.settings import ServeSettings
 from fixgraph.serve.streams import Produce, StreamGuard, run_events, sse_stream
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -33,8 +34,10 @@ ERROR_STATUS = {"llm_unavailable": 503, "llm_error": 502, "llm_garbage": 502, "t
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def create_app(service: Service) -> FastAPI:
-    settings = service.settings
+def create_app(service: Service, settings: ServeSettings | None = None) -> FastAPI:
+    """The app over `service`; `settings` replaces the service's own (tests run one service behind
+    several guards)."""
+    settings = settings or service.settings
     app = FastAPI(
         title="fixgraph",
         version=__version__,

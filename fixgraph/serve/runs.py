@@ -13,7 +13,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-STAGES = ("evaluate",)  # answers runs are evaluations too (tag stage=evaluate)
+# where evaluations log their paired comparison: the runner's (comparison/), else the evaluation folder's
+COMPARISON_ARTIFACTS = ("comparison/comparison.json", "evaluation/comparison.json")
 
 
 def _client(cfg: DictConfig) -> Any:
@@ -95,11 +96,13 @@ def run_detail(cfg: DictConfig, ui: str, run_id: str) -> dict[str, Any]:
         )
     comparison: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            local = client.download_artifacts(parent_id, "evaluation/comparison.json", tmp)
+        for artifact in COMPARISON_ARTIFACTS:
+            try:
+                local = client.download_artifacts(parent_id, artifact, tmp)
+            except Exception:  # not logged there (a single-system evaluation has none)
+                continue
             comparison = json.loads(Path(local).read_text(encoding="utf-8"))
-        except Exception:  # an evaluation without a comparison (a single system)
-            comparison = None
+            break
     return {
         "run_id": parent_id,
         "name": parent.info.run_name,
