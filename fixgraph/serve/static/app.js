@@ -265,10 +265,12 @@ async function showRun(runId) {
   const parts = [el("h3", {}, d.name, " ", el("a", { href: d.link, target: "_blank", rel: "noopener" }, "open in MLflow")), table];
   if (d.comparison) {
     const rows = d.comparison.rows.filter((r) => r.system !== d.comparison.baseline);
-    parts.push(el("h4", {}, `Paired comparison vs ${d.comparison.baseline}`),
-      el("table", { class: "grid" }, el("tr", {}, ...["system", "metric", "Δ", "95% CI", "p", "p_Holm"].map((h) => el("th", {}, h))),
-        ...rows.map((r) => el("tr", {}, el("td", {}, r.system), el("td", {}, r.metric), el("td", {}, fmt(r.diff)),
-          el("td", {}, `[${fmt(r.diff_ci_low)}, ${fmt(r.diff_ci_high)}]`), el("td", {}, fmt(r.p, 4)), el("td", {}, r.in_family ? fmt(r.p_holm, 4) : "exploratory"))))));
+    const head = el("tr", {}, ...["system", "metric", "Δ", "95% CI", "p", "p_Holm"].map((h) => el("th", {}, h)));
+    const body = rows.map((r) => el("tr", {},
+      el("td", {}, r.system), el("td", {}, r.metric), el("td", {}, fmt(r.diff)),
+      el("td", {}, `[${fmt(r.diff_ci_low)}, ${fmt(r.diff_ci_high)}]`), el("td", {}, fmt(r.p, 4)),
+      el("td", {}, r.in_family ? fmt(r.p_holm, 4) : "exploratory")));
+    parts.push(el("h4", {}, `Paired comparison vs ${d.comparison.baseline}`), el("table", { class: "grid" }, head, ...body));
   }
   $("#run-detail").replaceChildren(...parts);
 }
@@ -339,6 +341,7 @@ async function init() {
       $(sel).replaceChildren(...cfg.systems.map((s) => el("option", { value: s }, s)));
       $(sel).value = cfg.system;
     }
+    $("#ask-verify").checked = cfg.verify;  // the server's default (serve.verify and answer.verify.enabled)
     if (cfg.systems.length > 1) $("#compare-b").value = cfg.systems.find((s) => s !== cfg.system);
     const questions = await api("/questions");
     $("#compare-qid").replaceChildren(el("option", { value: "" }, "— a question of the served split (optional) —"),
