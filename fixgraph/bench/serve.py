@@ -199,7 +199,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     seconds = float(bench.get("seconds", 60))
     verify = bool(bench.get("verify", False))
     rounds = int(bench.get("search_rounds", 2))
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    resolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))  # a copy this bench may change
+    assert isinstance(resolved, DictConfig)
+    cfg = resolved
     if str(cfg.llm.kind) == "fake" and not cfg.llm.get("responses"):
         cfg.llm.default = FAKE_REPLY
         cfg.llm.token_delay_s = float(bench.get("fake_token_delay_s", 0.01))
