@@ -207,6 +207,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         cfg.llm.token_delay_s = float(bench.get("fake_token_delay_s", 0.01))
         cfg.llm.max_concurrency = clients  # the fake is thread-safe: measure the service, not one slot
     cfg.serve.max_streams = max(int(cfg.serve.max_streams), clients)
+    if cfg.llm.get("cache") is not None:
+        cfg.llm.cache.enabled = False  # measure generation, not the answer cache
     questions = [q.question for q in build_split(cfg.split).load()]
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -218,6 +220,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             served = httpx.get(f"{base}/config", timeout=30).json()
             system = str(served["system"])
             search = search_latency(cfg, base, system, questions, rounds)
+            # untimed: the first answer loads the model (llama.cpp maps the GGUF on first use)
+            httpx.post(f"{base}/ask", json={"question": questions[-1], "verify": False}, timeout=900)
             load = sse_load(base, questions, clients, seconds, verify)
             streams = httpx.get(f"{base}/health", timeout=30).json()["streams"]
         finally:

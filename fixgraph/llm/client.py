@@ -9,6 +9,7 @@ per stage.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,6 +47,9 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._identity: str | None = None
         self._identity_lock = threading.Lock()
+        # when the backend last started a call or produced anything (monotonic seconds): a server
+        # streaming to many clients tells a model that is busy from one that has stalled by it
+        self.last_activity = time.monotonic()
 
     @property
     def cache(self) -> LLMCache | None:
@@ -76,7 +80,9 @@ class LLMClient:
                 self.usage.record(stage, hit)
                 return hit
         with self._slots:
+            self.last_activity = time.monotonic()
             completion = self.backend.complete(prompt, **request)
+            self.last_activity = time.monotonic()
         if cache is not None:
             cache.put(key, self.kind, self.identity(), request, prompt, completion)
         self.usage.record(stage, completion)
@@ -102,6 +108,7 @@ class LLMClient:
         backend_stream = getattr(self.backend, "stream", None)
         completion: Completion | None = None
         with self._slots:
+            self.last_activity = time.monotonic()
             if backend_stream is None:
                 completion = self.backend.complete(prompt, **request)
                 if completion.text:
@@ -110,6 +117,7 @@ class LLMClient:
                 source = backend_stream(prompt, **request)
                 try:
                     for item in source:
+                        self.last_activity = time.monotonic()
                         if isinstance(item, Completion):
                             completion = item
                         else:

@@ -19,6 +19,7 @@ from fixgraph.serve.answering import ask_events, diagnose_events
 from fixgraph.serve.middleware import Guard, RequestLog
 from fixgraph.serve.schemas import (
     AskRequest,
+    AskResponse,
     CompareRequest,
     DiagnoseRequest,
     EvidenceRequest,
@@ -46,6 +47,10 @@ def create_app(service: Service, settings: ServeSettings | None = None) -> FastA
         "`meta`, `progress`, `token`, `citation`, `done`, `error`.",
     )
     guard = StreamGuard(settings.max_streams, service.count)
+
+    def alive() -> float:  # when the model last did something (a busy model is not a stalled one)
+        return float(getattr(service.llm, "last_activity", 0.0))
+
     app.state.service = service
 
     def limit_k(k: int | None) -> int:
@@ -68,7 +73,7 @@ def create_app(service: Service, settings: ServeSettings | None = None) -> FastA
     def stream(produce: Produce, label: str) -> StreamingResponse:
         if not guard.acquire():
             raise HTTPException(503, f"too many concurrent streams (serve.max_streams={settings.max_streams})")
-        body = sse_stream(produce, settings.stream_idle_timeout_s, label, guard)
+        body = sse_stream(produce, settings.stream_idle_timeout_s, label, guard, alive)
         return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def collect(produce: Produce, label: str) -> dict[str, Any]:
@@ -77,7 +82,7 @@ def create_app(service: Service, settings: ServeSettings | None = None) -> FastA
             raise HTTPException(503, f"too many concurrent requests (serve.max_streams={settings.max_streams})")
         outcome = "cancelled"
         try:
-            async for event, data in run_events(produce, settings.stream_idle_timeout_s, label):
+            async for event, data in run_events(produce, settings.stream_idle_timeout_s, label, alive):
                 if event == "error":
                     outcome = "failed"
                     raise HTTPException(ERROR_STATUS.get(data["code"], 500), f"{data['code']}: {data['message']}")
@@ -125,7 +130,9 @@ def create_app(service: Service, settings: ServeSettings | None = None) -> FastA
         verify = settings.verify if body.verify is None else body.verify
         return lambda cancel: ask_events(service, body.question, name, k, verify, cancel)
 
-    @app.post("/ask", summary="a grounded answer with per-sentence citations (chunk + character span)")
+    @app.post(
+        "/ask", response_model=AskResponse, summary="a grounded answer with per-sentence citations (chunk + span)"
+    )
     async def ask(body: AskRequest) -> dict[str, Any]:
         return await collect(ask_producer(body), "ask")
 

@@ -5,7 +5,10 @@ generator on a thread of its own and hands events to the event loop through a qu
 each leaving nothing behind:
 - the generator finishes (`done`) or raises: the exception becomes an `error` event with a code, and
   its reason is logged (the message, never the prompt);
-- nothing arrives for `idle_timeout_s`: an `error` event (`timeout`), and the generator is cancelled;
+- nothing arrives for `idle_timeout_s` while the model, too, has produced nothing for that long: an
+  `error` event (`timeout`), and the generator is cancelled. A stream waiting for a model that is busy
+  with other requests (one llama.cpp context serves them in turn) is not stalled: it gets a `progress`
+  event (`waiting`) every `HEARTBEAT_S` instead;
 - the client disconnects: Starlette cancels the response task, the `finally` below sets `cancel`, the
   thread stops at the next token and closes the generator, which closes the model's stream (an HTTP
   connection to a server, or llama.cpp's decoding loop).
@@ -18,6 +21,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 Event = tuple[str, dict[str, Any]]
 Produce = Callable[[threading.Event], Generator[Event, None, None]]
 _END: Event = ("__end__", {})
+HEARTBEAT_S = 10.0
 _ids = itertools.count(1)
 
 
@@ -76,8 +81,11 @@ class StreamGuard:
         self.count(f"streams_{outcome}", 1)
 
 
-async def run_events(produce: Produce, idle_timeout_s: float, label: str) -> AsyncIterator[Event]:
-    """The generator's events, as they come, on the event loop; see the module docstring."""
+async def run_events(
+    produce: Produce, idle_timeout_s: float, label: str, alive: Callable[[], float] | None = None
+) -> AsyncIterator[Event]:
+    """The generator's events, as they come, on the event loop; see the module docstring. `alive()`
+    is when the model last showed activity (time.monotonic())."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Event] = asyncio.Queue()
     cancel = threading.Event()
@@ -105,15 +113,24 @@ async def run_events(produce: Produce, idle_timeout_s: float, label: str) -> Asy
             put(_END)
 
     threading.Thread(target=work, name=f"fixgraph-{label}-{stream_id}", daemon=True).start()
+    poll = min(idle_timeout_s, HEARTBEAT_S)
+    last = time.monotonic()
     try:
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), timeout=idle_timeout_s)
+                item = await asyncio.wait_for(queue.get(), timeout=poll)
             except TimeoutError:
-                log.warning("%s #%d: nothing for %.0fs, cancelled", label, stream_id, idle_timeout_s)
-                message = f"no progress for {idle_timeout_s:g}s (serve.stream_idle_timeout_s); generation cancelled"
-                yield "error", {"code": "timeout", "message": message}
-                return
+                now = time.monotonic()
+                quiet, model_quiet = now - last, now - (alive() if alive is not None else last)
+                if quiet >= idle_timeout_s and model_quiet >= idle_timeout_s:
+                    log.warning("%s #%d: nothing for %.0fs, cancelled", label, stream_id, quiet)
+                    message = f"no progress for {idle_timeout_s:g}s (serve.stream_idle_timeout_s); generation cancelled"
+                    yield "error", {"code": "timeout", "message": message}
+                    return
+                if quiet >= HEARTBEAT_S:
+                    yield "progress", {"stage": "waiting", "waited_s": round(quiet, 1)}
+                continue
+            last = time.monotonic()
             if item is _END:
                 return
             yield item
@@ -121,11 +138,13 @@ async def run_events(produce: Produce, idle_timeout_s: float, label: str) -> Asy
         cancel.set()
 
 
-async def sse_stream(produce: Produce, idle_timeout_s: float, label: str, guard: StreamGuard) -> AsyncIterator[bytes]:
+async def sse_stream(
+    produce: Produce, idle_timeout_s: float, label: str, guard: StreamGuard, alive: Callable[[], float] | None = None
+) -> AsyncIterator[bytes]:
     """`run_events` as SSE bytes; records how the stream ended (completed, failed, cancelled)."""
     outcome = "cancelled"  # unless we see it end: a client that leaves is a cancellation
     try:
-        async for event, data in run_events(produce, idle_timeout_s, label):
+        async for event, data in run_events(produce, idle_timeout_s, label, alive):
             if event == "done":
                 outcome = "completed"
             elif event == "error":

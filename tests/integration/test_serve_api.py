@@ -366,3 +366,21 @@ def test_runs_tab_reads_evaluations_with_cis_and_comparison(base_config: Callabl
         )
     written = json.loads((Path(result.output_dir) / "comparison.json").read_text())
     assert detail["comparison"]["rows"] == written["rows"] and detail["comparison"]["baseline"] == "bm25"
+
+
+def test_a_busy_model_queues_requests_instead_of_timing_them_out(base_config: Callable[..., DictConfig]) -> None:
+    """One model slot, answers of ~1.5 s, an idle timeout of 0.5 s: the second stream waits its turn
+    while the model is visibly working, and both complete."""
+    reply = " ".join(f"w{i}" for i in range(30))
+    cfg = make_config(base_config, ["serve.stream_idle_timeout_s=0.5"], {"default": reply, "token_delay_s": 0.05})
+    busy = serve(cfg)
+    assert busy.llm.max_concurrency == 1
+    with running(create_app(busy)) as url:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda q: stream(url, "/ask/stream", {"question": q, "verify": False}), ["a", "b"]))
+    for events in results:
+        assert events[-1][0] == "done" and events[-1][1]["answer"].startswith("w0 w1")
+    first_tokens = sorted(e[-1][1]["latency"]["first_token_ms"] for e in results)
+    assert first_tokens[1] > 1000  # the second one waited for the first to finish
