@@ -128,6 +128,7 @@ def run_answers(
             hits: list[Hit] = system.search(question.question, depth) if system is not None else []
             retrieved = time.perf_counter() - started
             answer = this.answer(llm, question.qid, question.question, hits, chunks, name)
+            answer.retrieved = [h.chunk_id for h in hits]
             scored.append(scorer.score(question, answer, chunks, retrieved))
             log.info("%s %d/%d %s: %s", name, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
     llms = {"llm": llm, "verifier": scorer.verifier.llm}
