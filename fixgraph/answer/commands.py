@@ -1,4 +1,5 @@
-"""Verbs of the answering layer: answers, label, agreement, questions (generate / check / review)."""
+"""Verbs of the answering layer: label, agreement, questions (generate / check / review); `answers` runs
+through the experiment layer (experiment/commands.py), which can hand it a study's finalist."""
 
 from __future__ import annotations
 
@@ -8,24 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.commands import Command
-
-
-def _answers_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--questions", type=Path, help="any question file in the shared format")
-    parser.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
-    parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
-
-
-def _answers(args: argparse.Namespace, cfg: Any) -> int:
-    from fixgraph.answer.run import run_answers
-
-    result = run_answers(cfg, args.questions, args.name, track=False if args.no_track else None)
-    print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
-    print(result.table)
-    print(f"outputs: {result.output_dir}")
-    if result.mlflow_run_id:
-        print(f"MLflow run {result.mlflow_run_id}")
-    return 0
 
 
 def _label_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,12 +55,6 @@ def _questions(args: argparse.Namespace, cfg: Any) -> int:
 
 
 COMMANDS = [
-    Command(
-        "answers",
-        "answer, verify and judge the split's questions (answer=, judge=, llm=)",
-        _answers,
-        _answers_arguments,
-    ),
     Command("label", "label answers blind (system hidden), resumable; writes a label file", _label, _label_arguments),
     Command(
         "agreement",

@@ -1,4 +1,4 @@
-"""Verbs of the experiment layer: run, evaluate, split, sweep, finalists, test, compare, expected, ui."""
+"""Verbs of the experiment layer: run, evaluate, answers, split, sweep, finalists, test, compare, expected, ui."""
 
 from __future__ import annotations
 
@@ -33,6 +33,33 @@ def _evaluate(args: argparse.Namespace, cfg: Any) -> int:
     print(f"outputs: {result.output_dir}")
     if result.mlflow_run_id:
         print(f"MLflow run {result.mlflow_run_id} (browse with `fixgraph ui`)")
+    return 0
+
+
+def _answers_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", type=Path, help="any question file in the shared format")
+    parser.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
+    parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    parser.add_argument("--study", help="answer with a finalist of this locked-test study (with --finalist)")
+    parser.add_argument("--finalist", help="the finalist's system name (experiments/<study>/finalists.yaml)")
+
+
+def _answers(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.run import run_answers
+
+    if bool(args.study) != bool(args.finalist):
+        raise ValueError("answers: --study and --finalist go together")
+    if args.study:
+        from fixgraph.experiment.studies import finalist_config
+
+        cfg = finalist_config(cfg, args.study, args.finalist)  # exactly the system the study recorded
+
+    result = run_answers(cfg, args.questions, args.name, track=False if args.no_track else None)
+    print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
+    print(result.table)
+    print(f"outputs: {result.output_dir}")
+    if result.mlflow_run_id:
+        print(f"MLflow run {result.mlflow_run_id}")
     return 0
 
 
@@ -218,6 +245,12 @@ COMMANDS = [
         _evaluation_arguments,
     ),
     Command("evaluate", "score the configured systems on a question file", _evaluate, _evaluation_arguments),
+    Command(
+        "answers",
+        "answer, verify and judge the split's questions (answer=, judge=, llm=)",
+        _answers,
+        _answers_arguments,
+    ),
     Command(
         "split", "freeze the dev/test split of the question pool, or verify the frozen one", _split, _split_arguments
     ),

@@ -137,3 +137,34 @@ def test_finalists_from_a_sweep_are_what_the_test_scores(protocol_config: Callab
     name = next(iter(chosen))
     answering = finalist_config(cfg, "from-sweep", name)
     assert list(systems_of(answering)) == [name] and to_dict(systems_of(answering)[name]) == chosen[name]
+
+
+def test_walk_through_sweep_finalists_test_answers_on_one_system(
+    protocol_config: Callable[..., DictConfig], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's loop through the CLI: each step hands on the same resolved system config."""
+    import json
+
+    import optuna
+
+    from fixgraph.cli import main
+    from fixgraph.experiment.locked import StudyPaths, read_finalists
+    from fixgraph.experiment.sweep import default_storage, open_storage
+
+    base = [*protocol_config.base, "tracking.enabled=false"]  # type: ignore[attr-defined]
+    space = ["experiment=single", "retriever=choice(dense, hybrid_weighted)", "retriever.depth=range(20, 101, 40)"]
+    assert main(["sweep", *base, *space, "--study", "walk", "--trials", "4"]) == 0
+    # overrides before and after the flags
+    assert main(["finalists", *base[:3], "--study", "loop", "--from-sweep", "walk", "--top", "1", *base[3:]]) == 0
+    cfg = protocol_config(["tracking.enabled=false"])
+    record = read_finalists(StudyPaths.of(cfg, "loop"))
+    (finalist,) = record["finalists"]
+    study = optuna.load_study(study_name="walk", storage=open_storage(default_storage(cfg)))
+    best = study.best_trial
+    assert record["config"]["systems"][finalist] == best.user_attrs["system_config"]
+    assert main(["test", *base, "--study", "loop"]) == 0
+    assert main(["answers", "--study", "loop", "--finalist", finalist, *base, "--no-track"]) == 0
+    out = capsys.readouterr().out
+    answers_dir = next(Path(str(cfg.paths.artifacts)).glob("eval/*/answers_*"))
+    systems = {json.loads(line)["system"] for line in (answers_dir / "answers.jsonl").read_text().splitlines()}
+    assert finalist in systems and "outputs:" in out
