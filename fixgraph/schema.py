@@ -190,7 +190,7 @@ def check_option(group: str, node: Any, where: str) -> None:
         nested, many = NESTED[key]
         held = list(value.items()) if many else [("", value)]
         for name, option in held:
-            if isinstance(option, Mapping) and "kind" in option:
+            if isinstance(option, Mapping):  # a held option without `kind` is an error too (check_option)
                 check_option(nested, option, f"{where}.{key}" + (f".{name}" if name else ""))
 
 

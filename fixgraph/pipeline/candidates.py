@@ -148,13 +148,17 @@ class RecordedRetriever:
 
 
 class RecordedScorer:
-    """A scorer replayed from the store, keyed by (query, passage) text hashes; misses are scored live."""
+    """A scorer replayed from the store, keyed by (query, passage) text hashes; misses are scored live.
+    Before its first live score, a scorer with per-passage state (a bi-encoder's vectors) gets every
+    passage at once (`prepare`), as an opened system would: one batch instead of a few per question."""
 
-    def __init__(self, store: CandidateStore, scorer: Any) -> None:
+    def __init__(self, store: CandidateStore, scorer: Any, passages: Sequence[str] = ()) -> None:
         self.store = store
         self.scorer = scorer
         self.name = str(scorer.name)
         self._identity = str(scorer.identity())
+        self._passages = list(passages)
+        self._prepared = False
 
     def identity(self) -> str:
         return self._identity
@@ -167,6 +171,10 @@ class RecordedScorer:
         self.store.stats.hits += len(keys) - len(missing)
         if missing:
             self.store.stats.misses += len(missing)
+            prepare = getattr(self.scorer, "prepare", None)
+            if prepare is not None and not self._prepared:
+                prepare(self._passages)
+                self._prepared = True
             fresh = self.scorer.score(query, [passages[i] for i in missing])
             added = {keys[i]: float(v) for i, v in zip(missing, fresh, strict=True)}
             self.store.add_scores(self._identity, qkey, added)
@@ -197,6 +205,10 @@ class Replayer:
         graph_dir = leaf_cfg.get("graph_dir")
         if graph_dir:  # graph retrievers read the graph stage's output: its key says what was built
             marker = Path(str(graph_dir)) / "stage.json"
+            if not marker.exists():
+                from fixgraph.pipeline.graph import build as build_graph
+
+                build_graph(self.cfg, track=False)
             parts["graph"] = json.loads(marker.read_text())["key"] if marker.exists() else None
         return stable_hash(parts)
 
@@ -239,7 +251,7 @@ class Replayer:
     def _recorded_scorer(self, scorer: Any) -> RecordedScorer:
         identity = str(scorer.identity())
         if identity not in self._scorers:
-            self._scorers[identity] = RecordedScorer(self.store, scorer)
+            self._scorers[identity] = RecordedScorer(self.store, scorer, list(self._texts.values()))
         return self._scorers[identity]
 
     def system(self, node: Any) -> System:

@@ -78,6 +78,7 @@ def test_sweep_over_systems_logs_resolved_configs_and_replays_exactly(
     study = optuna.load_study(study_name="systems", storage=open_storage(default_storage(cfg)))
     complete = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
     runner = load_runner(cfg, cfg_spec(cfg), [*protocol_config.base, *overrides])  # type: ignore[attr-defined]
+    assert all(len(t.intermediate_values) == 4 for t in complete)  # running objective per batch (pruning)
     for trial in complete[-3:]:
         trial_cfg = runner.compose(trial.params)
         replayed = runner.score(trial.params, trial_cfg)
