@@ -57,7 +57,7 @@ class LLM(Protocol):
 StreamItem = str | Completion
 
 
-LLMS: Registry[LLM] = Registry("llm")
+LLMS: Registry[LLM] = Registry("llm", ["fixgraph.llm.backends"], shared=["cache", "generation", "max_concurrency"])
 
 
 def _text_of(value: Any) -> str:
@@ -85,7 +85,6 @@ class FakeLLM:
         supports_schema: bool = False,
         delay_s: float = 0.0,
         token_delay_s: float = 0.0,
-        **_: Any,
     ) -> None:
         self.name = name
         self.delay_s = delay_s  # simulated generation time (resume tests kill a run mid-way)

@@ -11,6 +11,7 @@ Holm over a family declared here, before any score: diagnose vs the system on an
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,27 +35,38 @@ from fixgraph.serve.source import default_system
 DIAGNOSE = "diagnose"
 
 
-def evaluate_logs(cfg: DictConfig, questions_path: Path, system: str | None = None) -> dict[str, Any]:
-    questions = load_questions(questions_path)
+Search = Callable[[str, int], tuple[list[Hit], dict[str, float]]]
+
+
+def open_diagnoser(cfg: DictConfig, system: str | None = None) -> tuple[str, Diagnoser, Search]:
+    """(system name, diagnoser, its search) without a server: the System opened with `open_system`."""
     name = default_system(cfg, system or cfg.serve.get("system"))
     chunk(cfg)
-    docs, chunks = load_documents(cfg), load_chunks(cfg)
-    mapping = map_gold(questions, docs, chunks)
-    mapping.check(float(cfg.evaluation.min_gold_coverage))
+    chunks = load_chunks(cfg)
     opened = open_system(cfg, name, systems_of(cfg)[name], chunks)
     folder = graph_dir(cfg)
     graph = GraphView.load(folder) if (folder / "nodes.parquet").exists() else None
-    diagnoser = Diagnoser({d.id: d for d in docs}, chunks, graph)
-    depth = int(cfg.evaluation.depth)
+    diagnoser = Diagnoser({d.id: d for d in load_documents(cfg)}, chunks, graph)
 
     def search(query: str, k: int) -> tuple[list[Hit], dict[str, float]]:
         return opened.search(query, k), dict(opened.last_timings)
+
+    return name, diagnoser, search
+
+
+def evaluate_logs(cfg: DictConfig, questions_path: Path, system: str | None = None) -> dict[str, Any]:
+    questions = load_questions(questions_path)  # a bad file fails before anything is opened
+    name, diagnoser, search = open_diagnoser(cfg, system)
+    docs, chunks = load_documents(cfg), load_chunks(cfg)
+    mapping = map_gold(questions, docs, chunks)
+    mapping.check(float(cfg.evaluation.min_gold_coverage))
+    depth = int(cfg.evaluation.depth)
 
     rankings: dict[str, dict[str, list[Hit]]] = {name: {}, DIAGNOSE: {}}
     timings: list[dict[str, Any]] = []
     for q in questions:
         started = time.perf_counter()
-        rankings[name][q.qid] = opened.search(q.question, depth)
+        rankings[name][q.qid] = search(q.question, depth)[0]
         timings.append({"system": name, "qid": q.qid, "total_ms": 1000 * (time.perf_counter() - started)})
         started = time.perf_counter()
         rankings[DIAGNOSE][q.qid] = diagnoser.diagnose(q.question, search, depth).ranking
@@ -80,7 +92,7 @@ def evaluate_logs(cfg: DictConfig, questions_path: Path, system: str | None = No
         "gold_coverage": mapping.coverage,
         "corpus": str(cfg.corpus.name),
         "system": name,
-        "graph": graph is not None,
+        "graph": diagnoser.graph is not None,
         "latency_ms_p50": {s: float(per_question[per_question["system"] == s]["total_ms"].median()) for s in rankings},
     }
     with atomic_dir(out) as tmp:

@@ -214,7 +214,6 @@ class Service:
             "system": self.default_system,
             "systems": list(self.system_configs),
             "origin": self.served.origin,
-            "sections_from_live_config": self.served.overridden,
             "answerer": str(self.cfg.answer.name),
             "llm": str(self.cfg.llm.name),
             "verify": self.settings.verify and self.verify_enabled,

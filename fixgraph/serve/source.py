@@ -1,17 +1,16 @@
-"""What `fixgraph serve` serves: the composed config, an MLflow run's recorded config, or a study finalist.
+"""What `fixgraph serve` serves: the composed config, a study finalist, or the system of an MLflow run.
 
-A recorded configuration (a run's config.yaml, a study's finalists.yaml) is served as it was measured,
-except for the top-level sections named on the command line (`llm=qwen_coder_05b`, `serve.port=9000`
-replace `llm`, `serve`), the sections the record predates (e.g. `serve`), and where to read artefacts
-and track (`paths`, `tracking`), which always come from the current composition. `/config` lists
-which sections came from where, so nothing about the served system is implicit.
+A recorded system is served exactly as it was measured, the way `fixgraph answers --study` answers
+with it (`experiment.studies.finalist_config`): its recorded, resolved system config (reranker
+folded in), with the recorded corpus and chunker its index depends on. Everything else (answerer,
+LLM, verifier, `serve`, paths, tracking) is the live composition, overrides included. A study serves
+all its recorded systems (baseline and finalists, for the Compare tab), the chosen finalist by default.
+`/config` shows the origin and the recorded dev (and, once the locked test ran, test) figures.
 """
 
 from __future__ import annotations
 
-import logging
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.config import ConfigError, systems_of, to_dict
-from fixgraph.redact import restore
 
-log = logging.getLogger(__name__)
-LIVE_SECTIONS = ("serve", "paths", "tracking")  # never taken from a record
+RECORDED = ("systems", "reranker", "corpus", "chunker")  # what a served record decides
 
 
 @dataclass
@@ -31,30 +28,6 @@ class Served:
     cfg: DictConfig
     system: str  # the system /search, /ask and /diagnose use
     origin: dict[str, Any] = field(default_factory=dict)  # kind: composed | run | study, ids, figures
-    overridden: list[str] = field(default_factory=list)  # top-level sections taken from the live composition
-
-
-def override_sections(overrides: Sequence[str]) -> list[str]:
-    """Top-level config sections a list of Hydra overrides touches: `llm=x` -> llm, `+a.b=1` -> a."""
-    sections = []
-    for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0]
-        key = key.split("@", 1)[-1] if "@" in key else key  # `+llm@answer.verify.llm=x` writes to answer
-        sections.append(key.split(".", 1)[0].split("/", 1)[0])
-    return list(dict.fromkeys(s for s in sections if s))
-
-
-def merge_record(recorded: dict[str, Any], live: DictConfig, overrides: Sequence[str]) -> tuple[DictConfig, list[str]]:
-    """The recorded config with the live composition's sections where the command line asks for them."""
-    live_tree = to_dict(live)
-    merged = restore(recorded, live_tree)  # redacted keys come back from the live config
-    taken = [*LIVE_SECTIONS, *override_sections(overrides)]
-    taken += [key for key in live_tree if key not in merged]
-    taken = list(dict.fromkeys(taken))
-    for key in taken:
-        if key in live_tree:
-            merged[key] = live_tree[key]
-    return OmegaConf.create(merged), taken
 
 
 def default_system(cfg: DictConfig, wanted: str | None) -> str:
@@ -72,19 +45,25 @@ def composed(cfg: DictConfig) -> Served:
     return Served(cfg, default_system(cfg, cfg.serve.get("system")), {"kind": "composed"})
 
 
-def from_study(live: DictConfig, study: str, finalist: str, overrides: Sequence[str]) -> Served:
-    """A finalist of a locked-test study: its recorded config, dev evidence and (if scored) test figures."""
+def with_recorded(live: DictConfig, systems: dict[str, Any], recorded: dict[str, Any]) -> DictConfig:
+    """The live config serving `systems` (resolved, reranker folded in) on the recorded corpus and chunker."""
+    chosen = to_dict(live)
+    chosen.update({"systems": systems, "reranker": {"name": "none", "kind": "none"}})
+    chosen.update({"corpus": recorded["corpus"], "chunker": recorded["chunker"]})
+    cfg = OmegaConf.create(chosen)
+    assert isinstance(cfg, DictConfig)
+    return cfg
+
+
+def from_study(live: DictConfig, study: str, finalist: str) -> Served:
+    """A finalist (or the baseline) of a locked-test study, with the study's other systems alongside."""
     from fixgraph.experiment.locked import StudyPaths, read_finalists
+    from fixgraph.experiment.studies import finalist_config
 
     paths = StudyPaths.of(live, study)
     record = read_finalists(paths)  # checks the record's digest: an edited record is refused
-    candidates = [*record["finalists"], record["baseline"]]
-    if finalist not in candidates:
-        raise ConfigError(
-            f"study {study!r} has no finalist {finalist!r}; finalists: {', '.join(record['finalists'])} "
-            f"(baseline {record['baseline']})"
-        )
-    cfg, taken = merge_record(record["config"], live, overrides)
+    finalist_config(live, study, finalist)  # the answers path: refuses a system the study did not record
+    cfg = with_recorded(live, dict(record["config"]["systems"]), record["config"])
     figures: dict[str, Any] = {"dev": _rows(record["dev_evidence"]["comparison"], finalist)}
     if paths.report_json.exists():  # the locked test already ran: show its figures, never rerun it
         report = yaml.safe_load(paths.report_json.read_text(encoding="utf-8"))
@@ -98,9 +77,10 @@ def from_study(live: DictConfig, study: str, finalist: str, overrides: Sequence[
         "recorded": record["created"],
         "git_sha": record.get("git_sha"),
         "dev_run": record["dev_evidence"].get("mlflow_run_id"),
+        "from_record": list(RECORDED),
         "figures": figures,
     }
-    return Served(cfg, default_system(cfg, finalist), origin, taken)
+    return Served(cfg, finalist, origin)
 
 
 def _rows(rows: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
@@ -108,8 +88,8 @@ def _rows(rows: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
     return [{k: r.get(k) for k in keep} for r in rows if r.get("system") == system]
 
 
-def from_run(live: DictConfig, run_id: str, overrides: Sequence[str]) -> Served:
-    """An MLflow run: an evaluation (its config.yaml) or one system run of it (its parent's config)."""
+def from_run(live: DictConfig, run_id: str) -> Served:
+    """An MLflow evaluation run (its systems) or one system run of it (that system by default)."""
     import mlflow
 
     from fixgraph.tracking import setup
@@ -128,8 +108,10 @@ def from_run(live: DictConfig, run_id: str, overrides: Sequence[str]) -> Served:
             local = client.download_artifacts(source_id, "config.yaml", tmp)
         except Exception:
             raise ConfigError(f"MLflow run {source_id} has no config.yaml artifact to serve") from None
-        recorded = yaml.safe_load(Path(local).read_text(encoding="utf-8"))
-    cfg, taken = merge_record(recorded, live, overrides)
+        recorded_cfg = OmegaConf.create(yaml.safe_load(Path(local).read_text(encoding="utf-8")))
+    assert isinstance(recorded_cfg, DictConfig)
+    recorded = {name: to_dict(node) for name, node in systems_of(recorded_cfg).items()}
+    cfg = with_recorded(live, recorded, to_dict(recorded_cfg))
     metrics = run.data.metrics
     figures = {
         name: {"mean": value, "ci_low": metrics.get(f"{name}_ci_low"), "ci_high": metrics.get(f"{name}_ci_high")}
@@ -142,6 +124,7 @@ def from_run(live: DictConfig, run_id: str, overrides: Sequence[str]) -> Served:
         "config_from": source_id,
         "run_name": run.info.run_name,
         "evaluation": run.data.tags.get("evaluation"),
+        "from_record": list(RECORDED),
         "figures": {"dev": figures} if figures else {},
     }
-    return Served(cfg, default_system(cfg, system or cfg.serve.get("system")), origin, taken)
+    return Served(cfg, default_system(cfg, system or live.serve.get("system")), origin)

@@ -12,7 +12,8 @@ import pytest
 from omegaconf import DictConfig
 
 from fixgraph.cli import main
-from fixgraph.config import ConfigError
+from fixgraph.config import ConfigError, to_dict
+from fixgraph.evaluation.protocol_errors import ProtocolError
 from fixgraph.serve.app import create_app
 from fixgraph.serve.service import Service
 from fixgraph.serve.settings import build_settings
@@ -23,38 +24,40 @@ from tests.serve_helpers import running
 
 def test_serving_a_study_finalist_shows_its_recorded_dev_figures(protocol_config: Callable[..., DictConfig]) -> None:
     from fixgraph.experiment.locked import record_finalists
+    from fixgraph.experiment.studies import finalist_config
 
     cfg = protocol_config(["tracking.enabled=false"])
     record_finalists(cfg, "s1", ["dense"], track=False)
-    live = protocol_config(["tracking.enabled=false", "serve.port=9123", "llm.default=ok"])
-    served = from_study(live, "s1", "dense", ["serve.port=9123", "llm.default=ok"])
+    live = protocol_config(["tracking.enabled=false", "serve.port=9123", "llm.default=ok", "retriever=bm25"])
+    served = from_study(live, "s1", "dense")
+    # the recorded systems exactly as `fixgraph answers --study` uses them; the rest is the live config
+    answering = finalist_config(live, "s1", "dense")
     assert served.system == "dense" and list(served.cfg.systems) == ["bm25", "dense"]
-    assert served.cfg.serve.port == 9123 and served.cfg.llm.default == "ok"
-    assert served.overridden[:3] == ["serve", "paths", "tracking"] and "llm" in served.overridden
+    assert to_dict(served.cfg.systems.dense) == to_dict(answering.systems.dense)
+    assert served.cfg.serve.port == 9123 and served.cfg.llm.default == "ok" and served.cfg.reranker.kind == "none"
     record = (Path(str(cfg.paths.experiments)) / "s1" / "finalists.yaml").read_text()
     dev = served.origin["figures"]["dev"]
     assert served.origin["role"] == "finalist" and "test" not in served.origin["figures"]  # not scored yet
     assert {r["metric"] for r in dev} >= {"recall_at_8", "mrr"} and f"{dev[0]['mean']}"[:5] in record
-    baseline = from_study(live, "s1", "bm25", [])
+    baseline = from_study(live, "s1", "bm25")
     assert baseline.origin["role"] == "baseline" and baseline.system == "bm25"
-    with pytest.raises(ConfigError, match="no finalist 'hybrid'; finalists: dense"):
-        from_study(live, "s1", "hybrid", [])
+    with pytest.raises(ProtocolError, match="no system 'hybrid'"):
+        from_study(live, "s1", "hybrid")
     with running(create_app(Service(served, build_settings(served.cfg.serve)))) as url:
         shown = httpx.get(f"{url}/config").json()
         assert shown["origin"]["study"] == "s1" and shown["system"] == "dense"
-        assert shown["origin"]["figures"]["dev"] == dev
+        assert shown["origin"]["figures"]["dev"] == dev and shown["systems"] == ["bm25", "dense"]
 
 
-def test_serving_an_mlflow_run_recomposes_its_recorded_config(
-    fixture_config: Callable[..., DictConfig],
-) -> None:
+def test_serving_an_mlflow_run_takes_its_recorded_system(fixture_config: Callable[..., DictConfig]) -> None:
     from fixgraph.experiment.runners import build_experiment
 
-    cfg = fixture_config(["experiment=single", "retriever=bm25", "comparison.plots=false"])
+    cfg = fixture_config(["experiment=single", "retriever=bm25", "comparison.plots=false", "systems={}"])
     result = build_experiment(cfg.experiment).run(cfg, None, "served-run", track=True)
-    live = fixture_config(["llm.default=live"])
-    served = from_run(live, result.mlflow_run_id, ["llm.default=live"])
-    assert served.system == "bm25" and served.cfg.retriever.name == "bm25" and list(served.cfg.systems or {}) == []
+    live = fixture_config(["llm.default=live"])  # live: three systems, hybrid selected
+    served = from_run(live, result.mlflow_run_id)
+    assert served.system == "bm25" and list(served.cfg.systems) == ["bm25"]
+    assert to_dict(served.cfg.systems.bm25) == to_dict(cfg.retriever)
     assert served.origin["kind"] == "run" and served.origin["config_from"] == result.mlflow_run_id
     assert served.cfg.llm.default == "live"
     import mlflow
@@ -64,12 +67,12 @@ def test_serving_an_mlflow_run_recomposes_its_recorded_config(
         [client.get_run(result.mlflow_run_id).info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{result.mlflow_run_id}'",
     )[0]
-    from_child = from_run(live, child.info.run_id, [])
+    from_child = from_run(live, child.info.run_id)
     assert from_child.system == "bm25" and from_child.origin["config_from"] == result.mlflow_run_id
     recall = from_child.origin["figures"]["dev"]["recall_at_8"]
     assert recall["mean"] == pytest.approx(result.metrics["bm25"]["recall_at_8"]["mean"])
     with pytest.raises(ConfigError, match="no MLflow run 'nope'"):
-        from_run(live, "nope", [])
+        from_run(live, "nope")
 
 
 def test_the_mlflow_record_holds_no_api_key(fixture_config: Callable[..., DictConfig], tmp_path: Path) -> None:

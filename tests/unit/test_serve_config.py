@@ -1,15 +1,12 @@
-"""The serve config group (strict keys, limits, binding rules), secret redaction, and how a recorded
-configuration is merged with the live one."""
+"""The serve config group (strict keys, limits, binding rules) and secret redaction."""
 
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 from fixgraph.config import ConfigError, compose, to_dict
-from fixgraph.redact import REDACTED, redact, redact_flat, restore
+from fixgraph.redact import REDACTED, redact, redact_flat
 from fixgraph.serve.settings import build_settings, check_binding, is_loopback
-from fixgraph.serve.source import merge_record, override_sections
 
 
 def settings(**changes: object) -> object:
@@ -52,23 +49,3 @@ def test_secrets_are_redacted_but_empty_values_and_token_counts_are_not() -> Non
     assert out["judge"]["nested"] == [{"secret": REDACTED}] and tree["llm"]["api_key"] == "sk-1"
     flat = redact_flat({"llm.api_key": "sk", "llm.max_tokens": "200", "x.api_key": ""})
     assert flat == {"llm.api_key": REDACTED, "llm.max_tokens": "200", "x.api_key": ""}
-    assert restore(out, tree) == tree  # the live values come back where the record redacted them
-
-
-def test_override_sections_name_what_the_command_line_replaces() -> None:
-    got = override_sections(["llm=qwen_coder_05b", "serve.port=9000", "+llm@answer.verify.llm=fake", "~judge"])
-    assert got == ["llm", "serve", "answer", "judge"]
-
-
-def test_a_record_keeps_its_system_and_takes_live_paths_and_overridden_sections() -> None:
-    recorded = to_dict(compose(["retriever=bm25", "experiment=single"]))
-    recorded["llm"]["api_key"] = REDACTED
-    del recorded["serve"]  # a record older than the serve group
-    live = compose(["llm=openai_compatible", "llm.api_key=live-key", "paths.artifacts=/elsewhere"])
-    merged, taken = merge_record(recorded, live, ["llm=openai_compatible"])
-    assert merged.retriever.name == "bm25" and list(merged.systems or {}) == list(recorded["systems"] or {})
-    assert merged.paths.artifacts == "/elsewhere" and merged.llm.name == "openai_compatible"
-    assert merged.llm.api_key == "live-key" and merged.serve.port == live.serve.port
-    assert taken == ["serve", "paths", "tracking", "llm"]
-    unchanged, _ = merge_record(recorded, compose([]), [])
-    assert unchanged.llm.name == recorded["llm"]["name"] and OmegaConf.is_dict(unchanged.serve)
