@@ -146,7 +146,7 @@ def test_readme_screenshot_with_the_real_model(browser: Any, tmp_path: Path) -> 
         pytest.skip("the 0.5B GGUF is not assembled (make llm)")
     pytest.importorskip("llama_cpp")
     os.chdir(REPO)
-    cfg = compose(["llm=qwen_coder_05b", "tracking.enabled=false", "serve.verify=false"])
+    cfg = compose(["llm=qwen_coder_05b", "llm.cache.enabled=false", "tracking.enabled=false", "serve.verify=false"])
     with fixgraph_serve(cfg, tmp_path) as base:
         # the first answer loads the model: do it before the one shown
         httpx.post(f"{base}/ask", json={"question": "How do I connect to a wireless network?"}, timeout=600)
