@@ -27,6 +27,8 @@ OFFLINE_ENV = {
 
 
 def _parser() -> argparse.ArgumentParser:
+    from fixgraph.evaluation.cli_flags import add_question_flags
+
     parser = argparse.ArgumentParser(prog="fixgraph", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--questions", type=Path, help="any question file in the shared format")
         p.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
         p.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+        add_question_flags(p)
     graph = command("graph", "build the knowledge graph (extractor=structural|llm) and its quality report")
     graph.add_argument("--no-track", action="store_true", help="do not record the build in MLflow")
     export = command("graph-export", "export the built graph for Neo4j (neo4j-admin CSV or a Cypher script)")
@@ -62,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     llm.add_argument("--model-dir", type=Path, default=Path("models"))
     command("reranker-data", "derive cross-encoder training groups from the corpus (never from questions)")
     command("train-reranker", "fine-tune the cross-encoder reranker on the corpus-derived groups")
-    command("candidates", "build the split's candidate cache (first-stage lists + scorer scores) for sweeps")
+    add_question_flags(
+        command("candidates", "build the split's candidate cache (first-stage lists + scores) for sweeps")
+    )
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
@@ -122,6 +127,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     from fixgraph.experiment import commands
 
     commands.split_overrides(args)
+    from fixgraph.evaluation.cli_flags import question_flag_overrides
+
+    args.overrides = [*args.overrides, *question_flag_overrides(args)]
     cfg = load_config(args.params, args.overrides)
     if args.command in commands.COMMANDS:
         return commands.dispatch(args, cfg)

@@ -17,10 +17,13 @@ COMMANDS = ("answers", "label", "agreement", "questions")
 
 
 def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
+    from fixgraph.evaluation.cli_flags import add_question_flags
+
     answers = command("answers", "answer, verify and judge the split's questions (answer=, judge=, llm=)")
     answers.add_argument("--questions", type=Path, help="any question file in the shared format")
     answers.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
     answers.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    add_question_flags(answers)
 
     label = command("label", "label answers blind (system hidden), resumable; writes a label file")
     label.add_argument("--answers", type=Path, required=True, help="answers.jsonl of an answers run")
@@ -58,7 +61,7 @@ def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
         from fixgraph.answer.labelling import label_session
         from fixgraph.evaluation.splits import resolve_questions
 
-        questions, _, _ = resolve_questions(cfg, args.questions, None)
+        questions = resolve_questions(cfg, args.questions, None).questions
         written = label_session(args.answers, questions, args.labels, seed=int(cfg.seed), limit=args.limit)
         print(f"{written} labels written to {args.labels}")
         return 0

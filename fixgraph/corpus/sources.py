@@ -105,7 +105,7 @@ class MallardCorpus:
         self.check()
         info = self.source_info()
         paths = sorted(self.snapshot_dir.glob("*.page"))
-        titles = collect_titles(paths)
+        titles = collect_titles(paths, self.snapshot_dir)
         result = ParseResult(documents=[], source_info=info)
         for other in sorted(self.snapshot_dir.glob("*.xml")):
             result.resources[other.name] = "XInclude target"
@@ -117,11 +117,22 @@ class MallardCorpus:
             if too_big is not None:
                 result.problems.append(too_big)
                 continue
+            warnings: list[Problem] = []  # refused or missing XInclude targets: the page is kept without them
             try:
-                doc = parse_page(path, self.snapshot_dir, self.name, titles, self.options, info.get("version", ""))
+                doc = parse_page(
+                    path,
+                    self.snapshot_dir,
+                    self.name,
+                    titles,
+                    self.options,
+                    info.get("version", ""),
+                    warnings,
+                    self.max_bytes,
+                )
             except (MallardError, UnicodeDecodeError) as exc:
                 result.problems.append(Problem(path.name, str(exc), "malformed"))
                 continue
+            result.problems.extend(warnings)
             if doc.id in seen:
                 result.problems.append(
                     Problem(path.name, f"duplicate page id {doc.id!r} (also in {seen[doc.id]})", "duplicate_id")

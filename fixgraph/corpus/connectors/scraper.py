@@ -17,7 +17,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urldefrag, urljoin
 
 from lxml import etree
 
@@ -29,18 +29,10 @@ from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem
 from fixgraph.corpus.html import HtmlError, HtmlOptions, parse_html, render_article, select_first
 from fixgraph.corpus.models import Document, Link
 from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult
-from fixgraph.io import atomic_dir, read_json, sha256_bytes, sha256_text, write_json, write_jsonl
+from fixgraph.corpus.urls import doc_id_for_url
+from fixgraph.io import atomic_dir, read_json, sha256_bytes, write_json, write_jsonl
 
 SITEMAP_NS = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
-UNSAFE = re.compile(r"[^\w./-]+")
-
-
-def doc_id_for_url(url: str) -> str:
-    """`https://support.example.com/en-us/HT201?x=1#s` -> `support.example.com/en-us/HT201_q1a2b3c4`."""
-    parts = urlsplit(url)
-    path = UNSAFE.sub("_", parts.path.strip("/")) or "index"
-    query = f"_q{sha256_text(parts.query)[:8]}" if parts.query else ""
-    return f"{parts.hostname or ''}/{path}{query}".replace("..", "_")
 
 
 def parse_sitemap(body: bytes, where: str) -> tuple[list[str], list[str]]:
