@@ -92,9 +92,13 @@ def completed(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("outcome") == "completed"]
 
 
-def migrate_legacy_log(ledger: Ledger, study: str, legacy: Path) -> int:
+LEGACY_REPORT = ("test_report.md", "test_report.json", "test_report_per_query.parquet", "plots")
+
+
+def migrate_legacy_log(ledger: Ledger, study: str, legacy: Path, looks_dir: Path | None = None) -> int:
     """Fold a study's old `test_log.jsonl` (a `started` and a `completed` line per look) into the ledger,
-    one entry per look, in order; then remove the old file (git keeps it). Returns the looks migrated."""
+    one entry per look, in order; then remove the old file (git keeps it). The old single report (the
+    last look's: each look overwrote it) moves to `looks_dir/<last look>/`. Returns the looks migrated."""
     if not legacy.exists():
         return 0
     if ledger.study(study):
@@ -104,8 +108,10 @@ def migrate_legacy_log(ledger: Ledger, study: str, legacy: Path) -> int:
         )
     lines = [json.loads(line) for line in legacy.read_text(encoding="utf-8").splitlines() if line.strip()]
     looks = [line for line in lines if line.get("status") == "completed"]
+    report = _move_legacy_report(legacy.parent, looks_dir, len(looks))
     migrated = 0
     for number, old in enumerate(looks, start=1):
+        last = number == len(looks)
         ledger.append(
             {
                 "study": study,
@@ -119,12 +125,26 @@ def migrate_legacy_log(ledger: Ledger, study: str, legacy: Path) -> int:
                 "git_dirty": old.get("git_dirty"),
                 "mlflow_run_id": old.get("mlflow_run_id"),
                 "migrated_from": f"{legacy.name} (sha256 {sha256_file(legacy)[:16]})",
+                **(report if last else {"report": None, "report_note": "overwritten by a later look (unnumbered)"}),
             }
         )
         migrated += 1
     legacy.unlink()
     log.info("migrated %d look(s) of study %s from %s into %s", migrated, study, legacy, ledger.path)
     return migrated
+
+
+def _move_legacy_report(root: Path, looks_dir: Path | None, last_look: int) -> dict[str, Any]:
+    source = root / "test_report.json"
+    if looks_dir is None or not source.exists() or last_look == 0:
+        return {"report": None}
+    target = looks_dir / str(last_look)
+    target.mkdir(parents=True, exist_ok=False)
+    for name in LEGACY_REPORT:
+        if (root / name).exists():
+            (root / name).rename(target / name)
+    report = target / "test_report.json"
+    return {"report": report.relative_to(root).as_posix(), "report_sha256": sha256_file(report)}
 
 
 def check_witnesses(ledger: Ledger, study: str, reports: Path, mlflow_runs: Iterable[str]) -> None:

@@ -91,7 +91,7 @@ def read_finalists(paths: StudyPaths) -> dict[str, Any]:
 
 def attempts(paths: StudyPaths) -> list[dict[str, Any]]:
     """The study's ledger entries (every attempt, numbered), after migrating a legacy log."""
-    migrate_legacy_log(paths.ledger, paths.root.name, paths.legacy_log)
+    migrate_legacy_log(paths.ledger, paths.root.name, paths.legacy_log, paths.looks)
     return paths.ledger.study(paths.root.name)
 
 
@@ -166,7 +166,7 @@ def run_test(
     refused, failed or completed, is one numbered ledger entry; a completed look writes its own report."""
     paths = StudyPaths.of(cfg, study)
     ledger = paths.ledger
-    migrate_legacy_log(ledger, study, paths.legacy_log)
+    migrate_legacy_log(ledger, study, paths.legacy_log, paths.looks)
     check_witnesses(ledger, study, paths.looks, mlflow_looks(cfg, study))
     done = completed(ledger.study(study))
     attempt: dict[str, Any] = {

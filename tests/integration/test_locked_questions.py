@@ -188,6 +188,7 @@ def test_legacy_test_log_is_migrated_not_reset(protocol_config: Callable[..., Di
          "time": "2026-11-30T12:12:59+00:00"},
     ]  # fmt: skip
     paths.legacy_log.write_text("".join(json.dumps(line) + "\n" for line in legacy))
+    (paths.root / "test_report.json").write_text('{"look": "the second, which overwrote the first"}')
     with pytest.raises(ProtocolError, match="already scored on test"):
         run_test(cfg, "old")
     log = attempts(paths)
@@ -197,3 +198,7 @@ def test_legacy_test_log_is_migrated_not_reset(protocol_config: Callable[..., Di
         (3, "refused", None, None),
     ]
     assert log[1]["force_reason"] == "CI fix" and not paths.legacy_log.exists()
+    # the surviving (last) report is look 2's, now numbered; look 1's was lost before numbering
+    assert log[1]["report"] == "test_looks/2/test_report.json" and log[0]["report"] is None
+    assert "overwrote" in (paths.looks / "2" / "test_report.json").read_text()
+    assert not (paths.root / "test_report.json").exists()
