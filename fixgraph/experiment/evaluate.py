@@ -22,7 +22,7 @@ from fixgraph.evaluation.result import EvaluationResult, headline_metrics, per_q
 from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.evaluation.trec import write_qrels, write_run
 from fixgraph.experiment.analyses import fingerprints, write_analyses
-from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
@@ -115,10 +115,15 @@ def evaluate(
             write_run(tmp / "runs" / f"{system}.trec", ranking, tag=system)
         for system, rows in traces.items():
             write_jsonl(tmp / "traces" / f"{system}.jsonl", rows)
-        per_question.to_parquet(tmp / "per_question.parquet", index=False)
+        # latency differs run to run: it goes under _run/ (outside DVC's hashes), the scores stay byte-stable
+        timing = [c for c in per_question.columns if c.endswith("_ms")]
+        (tmp / RUN_DIR).mkdir()
+        per_question.drop(columns=timing).to_parquet(tmp / "per_question.parquet", index=False)
+        per_question[["system", "qid", *timing]].to_parquet(tmp / RUN_DIR / "timings.parquet", index=False)
         info.update(write_analyses(cfg, questions, mapping, rankings, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)
-        write_json(tmp / "info.json", info)
+        write_json(tmp / "info.json", {k: v for k, v in info.items() if k != "latency"})
+        write_json(tmp / RUN_DIR / "latency.json", info["latency"])
         write_text(tmp / "table.md", table)
     write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
     log.info("evaluation %s (%d questions) written to %s", name, len(questions), out)

@@ -2,7 +2,9 @@
 
 Each stage is a plain function of the config. It writes its outputs atomically with a `stage.json`
 holding a key (config + input hashes + code hash), and skips itself when the key is unchanged:
-`fixgraph run` gets the same incremental behaviour that DVC gives `dvc repro`.
+`fixgraph run` gets the same incremental behaviour that DVC gives `dvc repro`. Outputs hold only what
+the inputs determine; run statistics (seconds, chunk-cache hits) go to `<output>/_run/stage.json`,
+which .dvcignore keeps out of DVC's hashes, so the same inputs give the same dvc.lock anywhere.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.sources import build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
-from fixgraph.io import atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
+from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.retrieval.system import System, build_system
 
@@ -39,7 +41,8 @@ class StageResult:
     stage: str
     status: str  # built | cached
     output: Path
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # what the inputs determine (in stage.json)
+    run: dict[str, Any] = field(default_factory=dict)  # how the last build went (in _run/stage.json)
 
 
 def code_hash(*subpackages: str) -> str:
@@ -53,18 +56,23 @@ def is_current(output_dir: Path, key: str) -> bool:
 
 
 def run_stage(name: str, output_dir: Path, key: str, produce: Callable[[Path], dict[str, Any]]) -> StageResult:
-    """Run `produce` into a temp folder and swap it in, unless `output_dir` already holds this key."""
+    """Run `produce` into a temp folder and swap it in, unless `output_dir` already holds this key.
+
+    `produce` returns the stage's info; a `run` entry in it (statistics of this build, such as cache
+    hits) is written with the build's seconds to `_run/stage.json`, outside what DVC hashes."""
     if is_current(output_dir, key):
         info = read_json(output_dir / "stage.json").get("info", {})
+        run_file = output_dir / RUN_DIR / "stage.json"
         log.info("%s: up to date (%s)", name, output_dir)
-        return StageResult(name, "cached", output_dir, info)
+        return StageResult(name, "cached", output_dir, info, read_json(run_file) if run_file.exists() else {})
     with atomic_dir(output_dir) as tmp:
         started = time.perf_counter()
         info = produce(tmp)
-        info["seconds"] = round(time.perf_counter() - started, 3)
+        run = {**info.pop("run", {}), "seconds": round(time.perf_counter() - started, 3)}
         write_json(tmp / "stage.json", {"stage": name, "key": key, "info": info})
-    log.info("%s: built %s in %.1fs", name, output_dir, info["seconds"])
-    return StageResult(name, "built", output_dir, info)
+        write_json(tmp / RUN_DIR / "stage.json", run)
+    log.info("%s: built %s in %.1fs", name, output_dir, run["seconds"])
+    return StageResult(name, "built", output_dir, info, run)
 
 
 def fetch(cfg: DictConfig) -> dict[str, str]:
@@ -139,7 +147,6 @@ def chunk(cfg: DictConfig) -> StageResult:
             "tokens_median": statistics.median(tokens) if tokens else 0,
             "tokens_max": max(tokens, default=0),
             "corpus_hash": ingest_result.info.get("corpus_hash", ""),
-            "incremental": incremental.as_dict(),
         }
         # tokens counted by the chunker's tokenizer (the embedder's), next to what they were made from
         write_json(
@@ -152,7 +159,8 @@ def chunk(cfg: DictConfig) -> StageResult:
                 "chunker": to_dict(cfg.chunker),
             },
         )
-        return info
+        # reused vs rechunked depends on the warmth of the chunk cache, not on the inputs
+        return {**info, "run": {"incremental": incremental.as_dict()}}
 
     return run_stage("chunk", layout.chunks_dir, key, produce)
 
