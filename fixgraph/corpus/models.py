@@ -70,6 +70,8 @@ class Document(BaseModel):
     duplicates: list[str] = Field(default_factory=list)
     # Other ids that name this document (redirected URLs, man page symlinks): links and gold to them resolve here.
     aliases: list[str] = Field(default_factory=list)
+    # Element ids a link's `#fragment` may name, beyond the section ids (HTML ids and named anchors).
+    anchors: list[str] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):

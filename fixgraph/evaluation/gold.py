@@ -181,7 +181,7 @@ def _not_found_reason(text: str, quote: str) -> str:
 
 
 def map_gold(questions: Iterable[Question], docs: Sequence[Document], chunks: Sequence[Chunk]) -> GoldMapping:
-    aliases = {alias: d.id for d in docs for alias in d.aliases}
+    aliases = {alias: d.id for d in docs for alias in [*d.aliases, *d.duplicates]}  # redirected, absorbed ids
     locate = _locate(docs, aliases)
     chunks_by_doc: dict[str, list[Chunk]] = {}
     for chunk in chunks:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
 from fixgraph.corpus.linkgraph import build_link_graph, write_link_graph
 from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.corpus.sources import build_corpus
+from fixgraph.corpus.sources import EmptyCorpusError, build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
 from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
@@ -88,9 +89,13 @@ def ingest(cfg: DictConfig) -> StageResult:
 
     def produce(out: Path) -> dict[str, Any]:
         parsed = source.parse()
+        if not parsed.documents:  # an empty corpus would only fail later, further from the cause
+            raise EmptyCorpusError(empty_corpus_message(source.name, source.snapshot_dir, files, parsed.problems))
         dedup_config = DedupConfig.from_config(cfg.corpus.get("dedup"))
-        deduped = deduplicate(parsed.documents, dedup_config)
-        links, link_stats, link_problems = build_link_graph(deduped.documents, parsed.aliases, deduped.redirects)
+        deduped = deduplicate(with_aliases(parsed.documents, parsed.aliases), dedup_config)
+        links, link_stats, link_problems = build_link_graph(
+            deduped.documents, parsed.aliases, deduped.redirects, parsed.unavailable
+        )
         file_counts, unaccounted = account_files(files, parsed.documents, parsed.problems, parsed.resources)
         problems = [*parsed.problems, *unaccounted, *link_problems]
         write_documents(out / layout.documents.name, deduped.documents)
@@ -116,6 +121,24 @@ def ingest(cfg: DictConfig) -> StageResult:
         return {"corpus_hash": snapshot_hash, **manifest["counts"], "problems": manifest["problems"]}
 
     return run_stage("ingest", layout.corpus_dir, key, produce)
+
+
+def with_aliases(docs: Sequence[Document], aliases: dict[str, str]) -> list[Document]:
+    """Each document keeps the other ids that name it (redirected URLs, symlinked man pages)."""
+    by_target: dict[str, list[str]] = {}
+    for alias, target in aliases.items():
+        by_target.setdefault(target, []).append(alias)
+    return [d.model_copy(update={"aliases": sorted(by_target[d.id])}) if d.id in by_target else d for d in docs]
+
+
+def empty_corpus_message(name: str, folder: Path, files: dict[str, str], problems: Sequence[Any]) -> str:
+    kinds = Counter(p.kind for p in problems)
+    first = "; ".join(f"{p.path}: {p.reason}" for p in problems[:3])
+    return (
+        f"corpus {name!r}: no parsable documents in {folder} ({len(files)} files"
+        + (f"; problems: {dict(sorted(kinds.items()))}; e.g. {first}" if problems else "")
+        + "). Check corpus.kind and corpus.snapshot_dir"
+    )
 
 
 def load_documents(cfg: DictConfig) -> list[Document]:

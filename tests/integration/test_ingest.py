@@ -140,3 +140,18 @@ def test_incremental_chunking_rechunks_only_changed_documents(
         }
     assert not [c for c in after.values() if c.doc_id == "battery"]
     assert json.loads(json.dumps(second.info))["chunks"] == len(after)
+
+
+def test_a_folder_without_parsable_documents_is_an_error(
+    fixture_config: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    from fixgraph.corpus.sources import EmptyCorpusError
+
+    folder = tmp_path / "only-broken"
+    folder.mkdir()
+    (folder / "broken.page").write_text("<page xmlns='http://projectmallard.org/1.0/' id='x'><title>unclosed")
+    (folder / "empty.page").write_text("")
+    cfg = fixture_config([f"corpus.snapshot_dir={folder}"])
+    with pytest.raises(EmptyCorpusError, match=rf"no parsable documents in {folder} \(2 files; problems: .*malformed"):
+        stages.ingest(cfg)
+    assert not Layout.from_config(cfg).corpus_dir.exists()  # nothing half-written
