@@ -97,7 +97,7 @@ def guard(
     found = locked.matches(questions)
     if not found:
         return questions, []
-    names = ", ".join(m.describe() for m in found[:12]) + (f" and {len(found) - 12} more" if len(found) > 12 else "")
+    names = ", ".join(m.describe() for m in found)  # every one: the user has to know which to remove
     if not exclude:
         raise LockedQuestionsError(
             f"{what}: {len(found)} of {len(questions)} questions are locked test questions of {locked.split_file} "

@@ -376,13 +376,12 @@ def test_gold_by_url_on_a_scraped_corpus(crawled: tuple[Site, SupportSiteCorpus,
     site, _, result = crawled
     docs, _, _ = ingested(result)
     chunks = [c for d in docs for c in StructuralChunker(name="s", max_tokens=200, min_tokens=10).chunk(d)]
-    questions = [
-        Question(qid="tracked", question="?", gold=[{"url": f"{site.base}/guide/hub?utm_source=mail#setup",
-                                                     "quote": "Connect the hub"}]),
-        Question(qid="moved", question="?", gold=[{"url": f"{site.base}/guide/old-wifi", "quote": "Write down the channel."}]),
-        Question(qid="absorbed", question="?", gold=[{"url": f"{site.base}/guide/battery-2023",
-                                                      "quote": "Replace the battery"}]),
-    ]  # fmt: skip
+    gold = {
+        "tracked": (f"{site.base}/guide/hub?utm_source=mail#setup", "Connect the hub"),  # tracking noise
+        "moved": (f"{site.base}/guide/old-wifi", "Write down the channel."),  # a redirected address
+        "absorbed": (f"{site.base}/guide/battery-2023", "Replace the battery"),  # a near-duplicate folded away
+    }
+    questions = [Question(qid=q, question="?", gold=[{"url": u, "quote": t}]) for q, (u, t) in gold.items()]
     mapping = map_gold(questions, docs, chunks)
     assert [(i.qid, i.status, i.page) for i in mapping.items] == [
         ("tracked", "mapped", "127.0.0.1/guide/hub"),
