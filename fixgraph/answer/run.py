@@ -111,6 +111,8 @@ def run_answers(
     docs, chunk_list = load_documents(cfg), load_chunks(cfg)
     chunks = {c.id: c for c in chunk_list}
     mapping = map_gold(questions, docs, chunk_list)
+    allow_unmapped = bool(cfg.evaluation.get("allow_unmapped", False))
+    mapping.check(float(cfg.evaluation.min_gold_coverage), questions, allow_unmapped)  # unmapped gold is loud here too
     llm = build_llm(cfg.llm)
     scorer = _Scorer(cfg, llm)
     closed = ClosedBookAnswerer(

@@ -91,7 +91,9 @@ def test_dvc_repro_leaves_dvc_lock_unchanged(tmp_path: Path) -> None:
     env.pop("FIXGRAPH_CONFIG_DIR", None)
 
     def sh(cwd: Path, *cmd: str) -> str:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=1200, check=False)
+        # each clone runs its own copy of the code (the venv's editable install points at this checkout)
+        here = {**env, "PYTHONPATH": str(cwd)}
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=here, timeout=1200, check=False)
         assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         return done.stdout
 
