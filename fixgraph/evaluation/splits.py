@@ -128,7 +128,7 @@ def output_name(stem: str, questions: list[Question], frozen_dev: bool) -> str:
 def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -> QuestionSet:
     """Questions come from `--questions FILE` (any file in the shared format) or the configured split;
     either way locked test questions are refused or, with `split.exclude_locked`, dropped."""
-    exclude = bool(cfg.split.get("exclude_locked", False))
+    exclude = bool(cfg.split.get("exclude_locked", False))  # .get: configs recorded before the key existed
     if questions_path is not None:
         locked = LockedSet.of_split(Path(str(cfg.splitting.file)))
         questions, excluded = guard(load_questions(questions_path), locked, exclude, str(questions_path))

@@ -187,7 +187,9 @@ def run_test(
                 f"{look_dir} exists but the ledger records {len(done)} look(s): restore the ledger from git"
             )
         test_cfg = OmegaConf.create(record["config"])
-        test_cfg.split = OmegaConf.create({**to_dict(test_cfg.split), "name": "test", "part": "test"})
+        # (exclude_locked: records written before the key existed lack it; the test part never drops any)
+        test_split = {**to_dict(test_cfg.split), "name": "test", "part": "test", "exclude_locked": False}
+        test_cfg.split = OmegaConf.create(test_split)
         # the recorded config decides everything but these: where to write and where to track
         for key in ("paths", "tracking"):
             test_cfg[key] = cfg[key]
@@ -199,29 +201,26 @@ def run_test(
     except Exception as exc:
         ledger.append({**attempt, "outcome": "failed", "reason": f"{type(exc).__name__}: {exc}"})
         raise
-    report_md = _write_report(test_cfg, record, result, look_dir, {**attempt, "look": look}, force_reason)
+    scored = {
+        **attempt,
+        "outcome": "completed",  # the test part was scored: this is a look, whatever happens next
+        "look": look,
+        "evaluation": str(result.output_dir),
+        "questions": result.info["questions"],
+        "mlflow_run_id": result.mlflow_run_id,
+        "tracked": result.mlflow_run_id is not None,
+    }
+    try:
+        report_md = _write_report(test_cfg, record, result, look_dir, {**attempt, "look": look}, force_reason)
+        if result.mlflow_run_id:
+            files = [paths.finalists, *look_dir.glob("test_report.*")]
+            _tag_run(test_cfg, result.mlflow_run_id, study, {**attempt, "look": look}, files)
+    except Exception as exc:
+        ledger.append({**scored, "report": None, "reason": f"report not written: {type(exc).__name__}: {exc}"})
+        raise
     report_json = look_dir / "test_report.json"
-    if result.mlflow_run_id:
-        _tag_run(
-            test_cfg,
-            result.mlflow_run_id,
-            study,
-            {**attempt, "look": look},
-            [paths.finalists, *look_dir.glob("test_report.*")],
-        )
-    ledger.append(
-        {
-            **attempt,
-            "outcome": "completed",
-            "look": look,
-            "report": report_json.relative_to(paths.root).as_posix(),
-            "report_sha256": sha256_file(report_json),
-            "evaluation": str(result.output_dir),
-            "questions": result.info["questions"],
-            "mlflow_run_id": result.mlflow_run_id,
-            "tracked": result.mlflow_run_id is not None,
-        }
-    )
+    report = {"report": report_json.relative_to(paths.root).as_posix(), "report_sha256": sha256_file(report_json)}
+    ledger.append({**scored, **report})
     return report_md, result
 
 
@@ -230,8 +229,8 @@ def _admit(paths: StudyPaths, done: list[dict[str, Any]], force_reason: str | No
     record = read_finalists(paths)
     if done and not (force_reason and force_reason.strip()):
         raise ProtocolError(
-            f"study {paths.root.name!r} was already scored on test at {done[0]['time']} "
-            f"(look 1 of {len(done)}, run {done[0].get('mlflow_run_id')}); "
+            f"study {paths.root.name!r} was already scored on test {len(done)} time(s), first at {done[0]['time']} "
+            f"(run {done[0].get('mlflow_run_id')}); "
             'another look needs --force-reason "why", which is recorded'
         )
     if done and done[0].get("finalists_sha256") != sha256_file(paths.finalists):

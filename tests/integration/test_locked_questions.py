@@ -202,3 +202,19 @@ def test_legacy_test_log_is_migrated_not_reset(protocol_config: Callable[..., Di
     assert log[1]["report"] == "test_looks/2/test_report.json" and log[0]["report"] is None
     assert "overwrote" in (paths.looks / "2" / "test_report.json").read_text()
     assert not (paths.root / "test_report.json").exists()
+
+
+def test_finalists_recorded_before_the_new_keys_still_run(protocol_config: Callable[..., DictConfig]) -> None:
+    """experiments/gnome-retrieval-baselines/finalists.yaml predates split.exclude_locked and
+    evaluation.allow_unmapped: a forced look replays that config and must not fail on them."""
+    import yaml
+
+    from fixgraph.experiment.locked import _with_digest
+
+    cfg = protocol_config([NO_TRACK])
+    path, _ = record_finalists(cfg, "old-keys", ["dense"])
+    record = yaml.safe_load(path.read_text())
+    del record["config"]["split"]["exclude_locked"], record["config"]["evaluation"]["allow_unmapped"]
+    path.write_text(yaml.safe_dump(_with_digest({k: v for k, v in record.items() if k != "digest"}), sort_keys=False))
+    _, result = run_test(cfg, "old-keys")
+    assert result.info["questions"] == 5
