@@ -117,3 +117,49 @@ def test_dvc_repro_leaves_dvc_lock_unchanged(tmp_path: Path) -> None:
     sh(first, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "after repro")
     sh(first, "dvc", "repro", "--force")
     sh(first, "git", "diff", "--exit-code", "dvc.lock")
+
+
+BM25_BUILD = """
+import sys
+from pathlib import Path
+from fixgraph.corpus.models import Chunk
+from fixgraph.retrieval.bm25 import BM25Retriever
+texts = ["Reset the hub with a paper clip", "The battery drains when widgets poll", "Pair the printer over Wi-Fi",
+         "Printer lights: amber means a paper jam", "Update the hub firmware before pairing"]
+chunks = [Chunk(id=f"c{i}", doc_id="d", start=0, end=len(t), text=t, title="T", heading_path=[], section="",
+                n_tokens=len(t.split()), content_hash=str(i)) for i, t in enumerate(texts)]
+BM25Retriever(name="bm25", k1=0.9, b=0.4).build(chunks, Path(sys.argv[1]))
+"""
+
+
+def test_bm25_index_files_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """bm25s numbers its vocabulary in set order; Python's per-process hash seed used to change the files."""
+    folders = []
+    for seed in ("1", "2", "3"):
+        folder = tmp_path / f"seed-{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", BM25_BUILD, str(folder)], env=env, check=True, cwd=REPO)
+        folders.append(digests(folder))
+    assert folders[0] and folders[0] == folders[1] == folders[2]
+
+
+def test_bm25_scores_equal_bm25s_built_from_tokens(tmp_path: Path) -> None:
+    import bm25s
+    import numpy as np
+
+    from fixgraph.corpus.models import Chunk
+    from fixgraph.retrieval.bm25 import BM25Retriever
+
+    texts = ["Reset the hub with a paper clip", "The battery drains when widgets poll", "Pair the printer over Wi-Fi"]
+    chunks = [
+        Chunk(id=f"c{i}", doc_id="d", start=0, end=len(t), text=t, title="T", heading_path=[], section="",
+              n_tokens=len(t.split()), content_hash=str(i))
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+    ours = BM25Retriever(name="bm25", k1=0.9, b=0.4)
+    ours.build(chunks, tmp_path / "bm25")
+    reference = bm25s.BM25(k1=0.9, b=0.4)
+    reference.index([ours.analyzer(c.index_text()) for c in chunks], show_progress=False)
+    for query in ("reset the hub", "printer wifi pairing", "battery"):
+        tokens = [t for t in ours.analyzer(query) if t in reference.vocab_dict]
+        assert np.allclose(ours.scores(query), reference.get_scores(tokens), atol=1e-6)
