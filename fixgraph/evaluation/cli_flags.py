@@ -1,4 +1,7 @@
-"""The two question-set flags every scoring verb takes, as Hydra overrides (so `--params` runs honour them)."""
+"""The two question-set flags every scoring verb takes, as Hydra overrides (so `--params` runs honour them).
+
+A verb declares them with `arguments=` (add_question_flags) and turns them into overrides before its
+config is composed with `take_words=question_flag_words` (fixgraph/commands.py)."""
 
 from __future__ import annotations
 
@@ -26,3 +29,8 @@ def question_flag_overrides(args: argparse.Namespace) -> list[str]:
     if getattr(args, "allow_unmapped", False):
         overrides.append("evaluation.allow_unmapped=true")
     return overrides
+
+
+def question_flag_words(args: argparse.Namespace) -> None:
+    """Command.take_words hook: append the flags' overrides to the verb's Hydra overrides."""
+    args.overrides = [*args.overrides, *question_flag_overrides(args)]

@@ -25,8 +25,10 @@ class GoldQuote(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> GoldQuote:
-        if bool(self.page) == bool(self.url):
-            raise ValueError("give either 'page' (a document id) or 'url' (a scraped page's address), not both")
+        if not self.page and not self.url:
+            raise ValueError("needs 'page' (a document id) or 'url' (a scraped page's address)")
+        if self.page and self.url:
+            raise ValueError("give 'page' (a document id) or 'url' (a scraped page's address), not both")
         return self
 
     @property

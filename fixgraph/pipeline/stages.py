@@ -208,7 +208,11 @@ def load_chunks(cfg: DictConfig) -> list[Chunk]:
 def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
     layout = Layout.from_config(cfg)
     return stable_hash(
-        {"system": to_dict(system_cfg), "chunks": sha256_file(layout.chunks), "code": code_hash("retrieval")}
+        {
+            "system": to_dict(system_cfg),
+            "chunks": sha256_file(layout.chunks),
+            "code": code_hash("retrieval", "embedders"),
+        }
     )
 
 

@@ -63,7 +63,6 @@ class CrossEncoderTrainer:
         temperature: float = 0.05,
         distill_weight: float = 1.0,
         teacher_cache: str | None = None,
-        **_: Any,
     ) -> None:
         self.name = name
         self.base_model = base_model

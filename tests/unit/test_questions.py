@@ -48,7 +48,11 @@ def test_shared_dev_file_loads() -> None:
         ({**GOOD, "qid": "b", "answerable": "maybe"}, r"q\.jsonl:2: field 'answerable': must be true or false"),
         ({**GOOD, "qid": "b", "gold": "p"}, r"q\.jsonl:2: field 'gold': must be a list \[\.\.\.\], got text"),
         ({**GOOD, "qid": "b", "gold": []}, r"q\.jsonl:2: .*answerable question without gold"),
-        ({**GOOD, "qid": "b", "gold": [{"page": "p", "url": "https://x/y", "quote": "t"}]}, r"either 'page'.*or 'url'"),
+        (
+            {**GOOD, "qid": "b", "gold": [{"page": "p", "url": "https://x/y", "quote": "t"}]},
+            r"'page'.*or 'url'.*not both",
+        ),
+        ({**GOOD, "qid": "b", "gold": [{"quote": "t"}]}, r"field 'gold\.0': needs 'page' \(a document id\) or 'url'"),
         ({**GOOD, "qid": "b", "gold": [{"pgae": "p", "quote": "t"}]}, r"field 'gold\.0\.pgae': is not a known field"),
         ({**GOOD}, r"q\.jsonl:2: field 'qid': duplicate id 'a' \(first on line 1\)"),
         ([1, 2], r"q\.jsonl:2: each line must be one JSON object \{\.\.\.\}, this one is a list"),

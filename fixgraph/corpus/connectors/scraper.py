@@ -86,7 +86,6 @@ class SupportSiteCorpus:
         tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS,
         license: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         if min_interval_s < 0 or max_pages <= 0:
             raise ValueError(f"corpus {name}: min_interval_s must be >= 0 and max_pages > 0")
