@@ -9,6 +9,7 @@ which .dvcignore keeps out of DVC's hashes, so the same inputs give the same dvc
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import time
@@ -46,8 +47,10 @@ class StageResult:
     run: dict[str, Any] = field(default_factory=dict)  # how the last build went (in _run/stage.json)
 
 
+@functools.cache
 def code_hash(*subpackages: str) -> str:
-    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages."""
+    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages.
+    Computed once per process (the code a process runs does not change under it)."""
     return stable_hash({sub: tree_hash(PACKAGE_ROOT / sub, "**/*.py")[0] for sub in subpackages})
 
 
