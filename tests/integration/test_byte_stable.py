@@ -106,8 +106,10 @@ def test_dvc_repro_leaves_dvc_lock_unchanged(tmp_path: Path) -> None:
                 shutil.copy2(REPO / name, clone / name)
         make_project(clone)
         sh(clone, "fixgraph", "params", *[o for o in SMALL if not o.startswith("tracking")], "tracking.enabled=false")
-        if locks:  # the second clone starts with a warm chunk cache
+        if locks:  # the second clone starts with a warm chunk cache and the same frozen split (committed in a
+            # real repository: freezing records the time in the split's history)
             shutil.copytree(tmp_path / "a" / "artifacts" / "cache", clone / "artifacts" / "cache")
+            shutil.copy(tmp_path / "a" / "benchmarks/small/split.json", clone / "benchmarks/small/split.json")
         sh(clone, "git", "init", "-q")
         sh(clone, "dvc", "repro")
         locks.append((clone / "dvc.lock").read_text())
