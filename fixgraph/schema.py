@@ -83,6 +83,7 @@ class Evaluation:
     ndcg_k: int = MISSING
     depth: int = MISSING
     min_gold_coverage: float = MISSING
+    allow_unmapped: bool = MISSING
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
 
 

@@ -132,11 +132,12 @@ class TrialRunner:
         frames: list[pd.DataFrame] = []
         stats = CacheStats()
         ranked: dict[str, list[Hit]] = {}
+        system = corpus.replayer.system(system_cfg)
         for step, batch in enumerate(np.array_split(np.arange(len(self.questions)), BATCHES)):
             questions = [self.questions[i] for i in batch]
             if not questions:
                 continue
-            rankings, batch_stats = replay_rankings(corpus.replayer, system_cfg, questions, depth)
+            rankings, batch_stats = replay_rankings(corpus.replayer, system, questions, depth)
             ranked.update(rankings)
             stats.hits += batch_stats.hits
             stats.misses += batch_stats.misses

@@ -270,12 +270,13 @@ class Replayer:
 
 
 def replay_rankings(
-    replayer: Replayer, system_cfg: Any, questions: Sequence[Question], depth: int
+    replayer: Replayer, system: Any, questions: Sequence[Question], depth: int
 ) -> tuple[dict[str, list[Hit]], CacheStats]:
-    """qid -> ranking of one system over `questions`, replayed (and recorded where new)."""
+    """qid -> ranking of one system (a config, or a System `replayer.system` built) over `questions`,
+    replayed (and recorded where new), with what it cost the cache."""
     before = CacheStats(replayer.store.stats.hits, replayer.store.stats.misses)
-    system = replayer.system(system_cfg)
-    rankings = {q.qid: system.search(q.question, depth) for q in questions}
+    replayed = system if isinstance(system, System) else replayer.system(system)
+    rankings = {q.qid: replayed.search(q.question, depth) for q in questions}
     stats = replayer.store.stats
     return rankings, CacheStats(stats.hits - before.hits, stats.misses - before.misses)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.commands import Command
+from fixgraph.evaluation.cli_flags import add_question_flags, question_flag_words
 
 
 def _config(args: argparse.Namespace, cfg: Any) -> int:
@@ -123,5 +124,11 @@ COMMANDS = [
         _export_arguments,
     ),
     Command("index", "build the index of one system (default: every configured system)", _index, _index_arguments),
-    Command("candidates", "record every configured system's rankings and scores in the candidate cache", _candidates),
+    Command(
+        "candidates",
+        "record every configured system's rankings and scores in the candidate cache",
+        _candidates,
+        add_question_flags,
+        take_words=question_flag_words,
+    ),
 ]

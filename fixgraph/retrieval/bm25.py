@@ -92,8 +92,11 @@ class BM25Retriever:
         import bm25s
 
         corpus = [self.analyzer(c.index_text()) for c in chunks]
+        # bm25s numbers terms in set order, which changes with Python's hash seed: give it a sorted vocabulary
+        # so the same chunks always give the same index files (byte-stable DVC output)
+        vocab = {term: i for i, term in enumerate(sorted({t for doc in corpus for t in doc}))}
         index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        index.index(corpus, show_progress=False)
+        index.index(([[vocab[t] for t in doc] for doc in corpus], vocab), show_progress=False)
         workdir.mkdir(parents=True, exist_ok=True)
         index.save(str(workdir / "bm25s"), show_progress=False)
         write_json(workdir / "ids.json", [c.id for c in chunks])

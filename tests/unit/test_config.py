@@ -90,7 +90,9 @@ def test_unknown_keys_fail_at_build_time_too() -> None:
 
     with pytest.raises(ConfigError, match="unknown key\\(s\\) rrf_kk; valid keys: kind, name, channels"):
         build_retriever({**systems_of(compose([]))["hybrid"], "rrf_kk": 5})
-    with pytest.raises(ConfigError, match="split 'x' \\(kind file\\): missing key\\(s\\) questions"):
+    with pytest.raises(
+        ConfigError, match="split 'x' \\(kind file\\): missing key\\(s\\) exclude_locked, lock, questions"
+    ):
         build(SPLITS, {"kind": "file", "name": "x"})
 
 
