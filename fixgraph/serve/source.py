@@ -10,6 +10,7 @@ all its recorded systems (baseline and finalists, for the Compare tab), the chos
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,9 +66,14 @@ def from_study(live: DictConfig, study: str, finalist: str) -> Served:
     finalist_config(live, study, finalist)  # the answers path: refuses a system the study did not record
     cfg = with_recorded(live, dict(record["config"]["systems"]), record["config"])
     figures: dict[str, Any] = {"dev": _rows(record["dev_evidence"]["comparison"], finalist)}
-    if paths.report_json.exists():  # the locked test already ran: show its figures, never rerun it
-        report = yaml.safe_load(paths.report_json.read_text(encoding="utf-8"))
+    looks = (
+        sorted(paths.looks.glob("*/test_report.json"), key=lambda p: int(p.parent.name)) if paths.looks.exists() else []
+    )
+    if looks:  # the locked test already ran: show its latest look's figures, never rerun it
+        report = json.loads(looks[-1].read_text(encoding="utf-8"))
         figures["test"] = _rows(report.get("rows", []), finalist)
+        figures["test_look"] = int(looks[-1].parent.name)
+        figures["test_looks"] = len(looks)
         figures["test_run"] = report.get("mlflow_run_id")
     origin = {
         "kind": "study",

@@ -39,14 +39,22 @@ def test_serving_a_study_finalist_shows_its_recorded_dev_figures(protocol_config
     dev = served.origin["figures"]["dev"]
     assert served.origin["role"] == "finalist" and "test" not in served.origin["figures"]  # not scored yet
     assert {r["metric"] for r in dev} >= {"recall_at_8", "mrr"} and f"{dev[0]['mean']}"[:5] in record
+    look = Path(str(cfg.paths.experiments)) / "s1" / "test_looks" / "1"  # as `fixgraph test` writes it
+    look.mkdir(parents=True)
+    rows = [{"system": "dense", "metric": "recall_at_8", "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}]
+    (look / "test_report.json").write_text(json.dumps({"rows": rows, "mlflow_run_id": "r1"}))
+    after_test = from_study(live, "s1", "dense")
+    tested = after_test.origin["figures"]
+    assert tested["test"][0]["mean"] == 0.5 and tested["test_look"] == 1 and tested["test_run"] == "r1"
     baseline = from_study(live, "s1", "bm25")
     assert baseline.origin["role"] == "baseline" and baseline.system == "bm25"
     with pytest.raises(ProtocolError, match="no system 'hybrid'"):
         from_study(live, "s1", "hybrid")
-    with running(create_app(Service(served, build_settings(served.cfg.serve)))) as url:
+    with running(create_app(Service(after_test, build_settings(served.cfg.serve)))) as url:
         shown = httpx.get(f"{url}/config").json()
         assert shown["origin"]["study"] == "s1" and shown["system"] == "dense"
         assert shown["origin"]["figures"]["dev"] == dev and shown["systems"] == ["bm25", "dense"]
+    assert shown["origin"]["figures"]["test"] == tested["test"]
 
 
 def test_serving_an_mlflow_run_takes_its_recorded_system(fixture_config: Callable[..., DictConfig]) -> None:
