@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     command("reranker-data", "derive cross-encoder training groups from the corpus (never from questions)")
     command("train-reranker", "fine-tune the cross-encoder reranker on the corpus-derived groups")
     command("candidates", "build the split's candidate cache (first-stage lists + scorer scores) for sweeps")
+    command("expand", "document expansion: LLM-generated questions per chunk (journaled, cached)")
     params = command("params", "write the composed config as params.yaml (what DVC stages read)", params=False)
     params.add_argument("--output", type=Path, default=Path("params.yaml"))
     command("config", "print the composed, resolved config")
@@ -162,6 +163,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         cache = build_candidates(cfg)
         print(f"{cache_dir(cfg)}: {len(cache.qids)} questions, channels {cache.channels}, scorers {cache.scorers}")
+    elif args.command == "expand":
+        from fixgraph.pipeline.expansion import expand
+
+        print(expand(cfg).info)
     elif args.command == "index":
         systems = systems_of(cfg)
         if args.system is not None and args.system not in systems:

@@ -196,3 +196,20 @@ def read_expansions(path: Path) -> dict[str, list[str]]:
         raise FileNotFoundError(f"{path}: no document expansion; run `fixgraph expand` first")
     table = pq.read_table(path, columns=["chunk_id", "questions"]).to_pydict()
     return {cid: list(qs or []) for cid, qs in zip(table["chunk_id"], table["questions"], strict=True)}
+
+
+def expanded_text(text: str, questions: Sequence[str]) -> str:
+    """What an appending index sees: the chunk's text, then its generated questions, one per line."""
+    return "\n".join([text, *questions]) if questions else text
+
+
+def load_expansion(path: str | Path, chunks: Sequence[Chunk], owner: str) -> dict[str, list[str]]:
+    """Generated questions of every chunk in `chunks`; an expansion made for other chunks is an error."""
+    questions = read_expansions(Path(path))
+    missing = [c.id for c in chunks if c.id not in questions]
+    if missing:
+        raise ValueError(
+            f"retriever {owner}: {path} has no expansion for {len(missing)} chunks (e.g. {missing[0]}); "
+            "rerun `fixgraph expand` for the current chunks"
+        )
+    return {c.id: questions[c.id] for c in chunks}
