@@ -63,6 +63,7 @@ class DenseRetriever:
         self._ids: list[str] = []
         self._faiss: Any = None
         self._owner = np.zeros(0, dtype=np.int64)  # row -> chunk position (max mode: question rows too)
+        self._last_query: tuple[str, np.ndarray] | None = None
         self.last_timings: dict[str, float] = {}
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -127,7 +128,10 @@ class DenseRetriever:
             self._faiss.hnsw.efSearch = int(self.hnsw["ef_search"])
 
     def embed_query(self, query: str) -> np.ndarray:
-        return self.embedder.embed_queries([query])[0]
+        # the last query's vector is kept: a layer on top (link expansion) asks again for the same query
+        if self._last_query is None or self._last_query[0] != query:
+            self._last_query = (query, self.embedder.embed_queries([query])[0])
+        return self._last_query[1]
 
     def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
         rows = self._matrix @ vector

@@ -133,7 +133,7 @@ class LinkExpansionRetriever:
         reach: dict[str, float] = {}
         links = [link for page in seeds for link in self.out_links.get(page, [])]
         if links:
-            query_vector = self.embedder.embed_queries([query])[0]
+            query_vector = self.query_vector(query)
             matches = self.context_vectors[[row for _, row, _ in links]] @ query_vector
             for (target, _, type_weight), match in zip(links, matches, strict=True):
                 # a link whose context does not match (cosine <= 0) adds nothing; it never penalises
@@ -151,6 +151,13 @@ class LinkExpansionRetriever:
         }
         order = sorted(final, key=lambda c: (-final[c], c))
         return [Hit(c, final[c]) for c in order[: max(k, 0)]]
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The question's vector; a dense first stage with the same embedder already computed it."""
+        same = getattr(getattr(self.first_stage, "embedder", None), "identity", None)
+        if same is not None and same() == self.embedder.identity() and hasattr(self.first_stage, "embed_query"):
+            return np.asarray(self.first_stage.embed_query(query))
+        return np.asarray(self.embedder.embed_queries([query])[0])
 
     def trace(self, query: str) -> dict[str, Any]:
         return self.traces.get(query, {})

@@ -134,3 +134,25 @@ def test_unknown_key_and_bad_context_are_errors(tmp_path: Path) -> None:
         _retriever(tmp_path, [[C1, 1.0]], hops=2)
     with pytest.raises(ValueError, match="context"):
         _retriever(tmp_path / "b", [[C1, 1.0]], context="title")
+
+
+def test_a_dense_first_stage_with_the_same_embedder_embeds_the_question_once(tmp_path: Path) -> None:
+    documents, links = _corpus(tmp_path)
+    embedder = {"kind": "hashing", "name": "hashing", "dim": 256, "model": "whitespace"}
+    node = to_dict(compose(["retriever=link_expansion", f"paths.artifacts={tmp_path}"]).retriever)
+    node.update(
+        first_stage={"kind": "dense", "name": "d", "embedder": embedder},
+        embedder=embedder,
+        links=str(links),
+        documents=str(documents),
+        cache_dir=None,
+    )
+    retriever = build_retriever(node)
+    retriever.build(CHUNKS, tmp_path / "index")
+    retriever.load(CHUNKS, tmp_path / "index")
+    calls: list[Sequence[str]] = []
+    embed = retriever.first_stage.embedder.embed_queries
+    retriever.first_stage.embedder.embed_queries = lambda texts: calls.append(texts) or embed(texts)
+    retriever.embedder.embed_queries = lambda texts: pytest.fail("the first stage's vector should be reused")
+    hits = retriever.search("my printer is jammed", 4)
+    assert len(calls) == 1 and hits
