@@ -40,6 +40,7 @@ lint: setup
 	$(BIN)/ruff check fixgraph tests
 	$(BIN)/ruff format --check fixgraph tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: lint
 	$(BIN)/pytest -q

@@ -40,7 +40,6 @@ class DenseRetriever:
         hnsw: dict[str, int] | None = None,
         expansion: str | None = None,
         expansion_mode: str = "max",
-        **_: Any,
     ) -> None:
         if embedder is None:
             raise ValueError(f"retriever {name}: needs an `embedder` config")
