@@ -10,6 +10,7 @@ Reads each evaluation's per_question.parquet (the evaluate stage's output); prin
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -31,8 +32,18 @@ def main() -> None:
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--family", required=True, help="comma-separated systems tested against the baseline")
     parser.add_argument("--dev", default=None, help="name of the dev-split evaluation folder (default: the first)")
+    parser.add_argument(
+        "--locked",
+        type=Path,
+        action="append",
+        default=[],
+        help="a frozen split file (split.json): its test questions are dropped before any statistic",
+    )
     args = parser.parse_args()
     rows = load(args.evaluations)
+    for split_file in args.locked:
+        questions = json.loads(split_file.read_text(encoding="utf-8"))["questions"]
+        rows = rows[~rows["qid"].isin([q for q, v in questions.items() if v["part"] == "test"])]
     family_systems = args.family.split(",")
     systems = [args.baseline, *family_systems]
     rows = rows[rows["system"].isin(systems)]
