@@ -149,6 +149,17 @@ class Graph:
     communities: Communities = field(default_factory=Communities)
 
 
+@dataclass
+class Expansion:
+    output: str = MISSING
+    work_dir: str = MISSING
+    prompt: str = MISSING
+    questions: int = MISSING
+    max_tokens: int = MISSING
+    max_chunks: int | None = None
+    llm: Any = MISSING  # an llm option, checked against its implementation in `validate`
+
+
 SECTIONS: dict[str, type] = {
     "paths": Paths,
     "tracking": Tracking,
@@ -156,6 +167,7 @@ SECTIONS: dict[str, type] = {
     "splitting": Splitting,
     "comparison": Comparison,
     "graph": Graph,
+    "expansion": Expansion,
 }
 # free-form: `systems` (checked as retriever options), `seed`, and `bench` (a benchmark's own knobs,
 # appended with +bench.x=... and read only by that benchmark)
@@ -219,3 +231,5 @@ def validate(cfg: DictConfig) -> None:
             check_option(group, cfg[group], group)
     for name, system in (cfg.get("systems") or {}).items():
         check_option("retriever", system, f"systems.{name}")
+    if cfg.get("expansion") is not None and cfg.expansion.get("llm") is not None:
+        check_option("llm", cfg.expansion.llm, "expansion.llm")

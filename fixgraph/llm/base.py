@@ -39,6 +39,9 @@ class Completion:
     seconds: float
     cached: bool = False
     model: str = ""  # identity of the model that produced the text
+    # log-probabilities of the most likely first tokens (token text -> logprob), when the request asked
+    # for `logprobs` and the backend can give them; rerankers read P(yes) from it
+    top_logprobs: dict[str, float] | None = None
 
 
 class LLM(Protocol):

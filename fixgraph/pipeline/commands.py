@@ -76,6 +76,13 @@ def _index(args: argparse.Namespace, cfg: Any) -> int:
     return 0
 
 
+def _expand(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.pipeline.expansion import expand
+
+    print(expand(cfg).info)
+    return 0
+
+
 def _candidates(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.pipeline.candidates import CandidateStore, record_candidates
 
@@ -124,6 +131,7 @@ COMMANDS = [
         _export_arguments,
     ),
     Command("index", "build the index of one system (default: every configured system)", _index, _index_arguments),
+    Command("expand", "document expansion: LLM-generated questions per chunk (journaled, cached)", _expand),
     Command(
         "candidates",
         "record every configured system's rankings and scores in the candidate cache",

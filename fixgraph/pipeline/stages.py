@@ -208,15 +208,37 @@ def load_chunks(cfg: DictConfig) -> list[Chunk]:
     return read_chunks(layout.chunks)
 
 
+# config keys whose value is a file an index is built from (besides the chunks): hashed into the key
+INDEX_INPUT_KEYS = ("expansion",)
+
+
+def index_inputs(node: Any) -> dict[str, str]:
+    """path -> sha256 of every index input file a system config names, at any depth (missing: "")."""
+    found: dict[str, str] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in INDEX_INPUT_KEYS and isinstance(value, str) and value:
+                found[value] = sha256_file(Path(value)) if Path(value).exists() else ""
+            else:
+                found.update(index_inputs(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(index_inputs(value))
+    return found
+
+
 def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
     layout = Layout.from_config(cfg)
-    return stable_hash(
-        {
-            "system": to_dict(system_cfg),
-            "chunks": sha256_file(layout.chunks),
-            "code": code_hash("retrieval", "embedders"),
-        }
-    )
+    system = to_dict(system_cfg)
+    key: dict[str, Any] = {
+        "system": system,
+        "chunks": sha256_file(layout.chunks),
+        "code": code_hash("retrieval", "embedders"),
+    }
+    inputs = index_inputs(system)
+    if inputs:  # only then, so the keys of every other index stay what they were
+        key["inputs"] = inputs
+    return stable_hash(key)
 
 
 def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk] | None = None) -> StageResult:
