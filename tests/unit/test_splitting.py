@@ -171,3 +171,16 @@ def test_committed_split_matches_the_committed_pool() -> None:
 
     verify(split, pool, REPO / "benchmarks/gnome-help/split.json")
     assert len(split.ids("dev")) + len(split.ids("test")) == len(pool) == 115
+
+
+@pytest.mark.parametrize(
+    "split_file", sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("benchmarks/*/split.json"))
+)
+def test_every_committed_split_verifies(split_file: str) -> None:
+    """Each frozen split in benchmarks/ (main pool, bridge file, ...) verifies against its pool, with a
+    sealed history: a split frozen before a format change would otherwise fail only when used."""
+    from fixgraph.evaluation.splitting import verify
+
+    split = read_split_file(REPO / split_file)
+    verify(split, load_questions(REPO / split.pool), REPO / split_file)
+    assert split.ids("dev") and split.ids("test")
