@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     from fixgraph.answer.commands import add_commands as add_answer_commands
 
     add_answer_commands(sub, command)  # answers, label, agreement, questions
+    from fixgraph.training.commands import add_commands as add_training_commands
+
+    add_training_commands(sub, command)  # corpus-qa, train-data, train, linkpred
     bench = sub.add_parser("bench", help="run a benchmark and print its JSON (fixgraph bench --list)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks")
     bench.add_argument("--params", type=Path, help="read the resolved config from this file")
@@ -129,6 +132,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command in answer_commands.COMMANDS:
         return answer_commands.dispatch(args, cfg)
+    from fixgraph.training import commands as training_commands
+
+    if args.command in training_commands.COMMANDS:
+        return training_commands.dispatch(args, cfg)
     if args.command == "bench":
         import json
 
@@ -199,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("httpx", "urllib3", "alembic", "sentence_transformers", "mlflow", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)  # warns on import that a hub kernel is unreachable
     from fixgraph.errors import USER_ERRORS
 
     try:

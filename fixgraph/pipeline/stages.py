@@ -177,8 +177,28 @@ def load_chunks(cfg: DictConfig) -> list[Chunk]:
 def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
     layout = Layout.from_config(cfg)
     return stable_hash(
-        {"system": to_dict(system_cfg), "chunks": sha256_file(layout.chunks), "code": code_hash("retrieval")}
+        {
+            "system": to_dict(system_cfg),
+            "chunks": sha256_file(layout.chunks),
+            "code": code_hash("retrieval"),
+            "trained_models": trained_models(to_dict(system_cfg)),
+        }
     )
+
+
+def trained_models(node: Any) -> dict[str, str]:
+    """Folder -> card of every model fixgraph trained that a config names: a retrained model keeps its
+    path, so an index built on its vectors must be keyed by its weights too."""
+    found: dict[str, str] = {}
+    if isinstance(node, dict):
+        for value in node.values():
+            found.update(trained_models(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(trained_models(value))
+    elif isinstance(node, str) and node and (Path(node) / "fixgraph_model.json").is_file():
+        found[node] = sha256_file(Path(node) / "fixgraph_model.json")
+    return found
 
 
 def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk] | None = None) -> StageResult:

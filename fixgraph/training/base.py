@@ -1,0 +1,72 @@
+"""The `trainer` group: one registry, one interface, shared by every kind of trainer.
+
+A trainer config has three parts (conf/trainer/*.yaml):
+- model and optimiser fields at the top level (base model, learning rate, LoRA, ...);
+- `data:` what the training data depend on; the `train-data` stage's key covers exactly this block, so
+  changing a learning rate never rebuilds data, and changing the data always retrains;
+- `fit:` the loop's knobs (fixgraph.training.fit.FitSettings: epochs, patience, seed, threads, ...).
+
+Each kind builds its data (`build_data` -> a DatasetDict with `train` and `validation` splits, saved by
+the `train-data` stage) and trains on it (`train` -> files in the model folder + facts for its card);
+the stages around them (fixgraph.training.stages) do keys, hashes, MLflow and the model card.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from fixgraph.registry import Registry
+from fixgraph.training.data import settings_from
+from fixgraph.training.fit import FitSettings, Tracking
+
+MANIFEST = "fixgraph_model.json"
+
+
+class Trainer(ABC):
+    kind: str = ""
+
+    def __init__(
+        self, name: str, data_dir: str, output: str, data: Mapping[str, Any] | None, fit: Mapping[str, Any] | None
+    ) -> None:
+        self.name = name
+        self.data_dir = Path(data_dir)
+        self.output = Path(output)
+        self.data_config = dict(data or {})
+        self.fit_settings = settings_from(FitSettings, fit, f"trainer {name}: fit")
+
+    def prepare(self, cfg: DictConfig) -> None:
+        """Run the upstream stages the data need beyond the chunks (the graph, generated pairs)."""
+
+    @abstractmethod
+    def data_inputs(self, cfg: DictConfig) -> dict[str, str]:
+        """Hashes of the artefacts the data are built from (chunks, documents, graph, generated pairs)."""
+
+    @abstractmethod
+    def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
+        """Build the DatasetDict (train / validation, ...) into `out`; return facts for the stage info."""
+
+    @abstractmethod
+    def train(self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+        """Train on the data in `data`, save the model into `out`; return facts for the model card."""
+
+    @abstractmethod
+    def model_config(self) -> dict[str, Any]:
+        """The top-level (model and optimiser) fields: with `data` and `fit`, what the model depends on."""
+
+    def config(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {
+            "kind": self.kind,
+            **self.model_config(),
+            "data": self.data_config,
+            "fit": asdict(self.fit_settings),
+        }
+
+
+TRAINERS: Registry[Trainer] = Registry("trainer")
