@@ -14,12 +14,13 @@ the stages around them (fixgraph.training.stages) do keys, hashes, MLflow and th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from fixgraph.io import sha256_file, stable_hash
 from fixgraph.registry import Registry
 from fixgraph.training.data import settings_from
 from fixgraph.training.fit import FitSettings, Tracking
@@ -27,8 +28,27 @@ from fixgraph.training.fit import FitSettings, Tracking
 MANIFEST = "fixgraph_model.json"
 
 
+# the code every trainer runs: a change here retrains every model
+SHARED_CODE = ("fixgraph.training.base", "fixgraph.training.data", "fixgraph.training.fit")
+
+
+def code_of(modules: Sequence[str]) -> str:
+    """Hash of the source files of the given modules (stage keys: edit the code, rebuild the output)."""
+    import importlib
+    import inspect
+
+    files = {}
+    for name in sorted(set(modules)):
+        source = inspect.getsourcefile(importlib.import_module(name))
+        assert source is not None, name
+        files[name] = sha256_file(Path(source))
+    return stable_hash(files)
+
+
 class Trainer(ABC):
     kind: str = ""
+    # modules beyond its own whose code shapes its data or model (a change rebuilds them)
+    code_modules: tuple[str, ...] = ()
 
     def __init__(
         self, name: str, data_dir: str, output: str, data: Mapping[str, Any] | None, fit: Mapping[str, Any] | None
@@ -57,6 +77,9 @@ class Trainer(ABC):
     @abstractmethod
     def model_config(self) -> dict[str, Any]:
         """The top-level (model and optimiser) fields: with `data` and `fit`, what the model depends on."""
+
+    def code_hash(self) -> str:
+        return code_of((*SHARED_CODE, type(self).__module__, *self.code_modules))
 
     def config(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -3,7 +3,8 @@
 Pairs (query -> chunk) come from the corpus alone: page titles, summaries and section headings
 (training/pairs.py), and, with `data.qa_pairs`, the questions the local LLM wrote per chunk
 (`fixgraph corpus-qa`, decontaminated against the benchmark). Each pair gets `negatives` hard
-negatives: BM25's best chunks for the query from OTHER pages.
+negatives: BM25's best chunks for the query from OTHER pages (random other-page chunks when BM25 finds
+too few).
 
 Loss: InfoNCE over the batch (MultipleNegativesRanking with hard negatives): each query's positive
 against every positive and hard negative in the batch, cosine x `scale`. Candidates from the query's
@@ -82,8 +83,11 @@ def build_pairs(documents: Sequence[Any], chunks: Sequence[Any], data: PairData)
         doc = by_id[positive].doc_id
         pool = [h.chunk_id for h in retriever.search(query, data.negative_pool + 50) if by_id[h.chunk_id].doc_id != doc]
         pool = pool[: data.negative_pool]
-        if len(pool) < data.negatives:
-            continue
+        if len(pool) < data.negatives:  # BM25 finds too few: random chunks of other pages fill in
+            others = [c.id for c in chunks if c.doc_id != doc and c.id not in pool]
+            if len(pool) + len(others) < data.negatives:
+                continue
+            pool += rng.sample(others, data.negatives - len(pool))
         negatives = rng.sample(pool, data.negatives)
         rows.append(
             {
@@ -164,6 +168,7 @@ class BiEncoderModule(FixgraphModule):
 @TRAINERS.register("bi_encoder")
 class BiEncoderTrainer(Trainer):
     kind = "bi_encoder"
+    code_modules = ("fixgraph.training.pairs", "fixgraph.training.corpus_qa")
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
-"""CLI verbs of the training layer: corpus-qa, train-data, train (and the older reranker-data /
-train-reranker, which are train-data / train of the global `trainer`).
+"""CLI verbs of the training layer: corpus-qa, train-data, train, linkpred (the older reranker-data /
+train-reranker in cli.py are train-data / train of the global `trainer`).
 
 Registered by fixgraph/cli.py (two lines there), like experiment/commands.py.
 """
@@ -24,6 +24,7 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> N
     ):
         p = command(verb, text)
         p.add_argument("--trainer", dest="trainer_name", help="a name of training.trainers (default: `trainer`)")
+    command("linkpred", "GNN link prediction vs heuristics on held-out graph edges; the predicted-links layer")
 
 
 def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
@@ -31,6 +32,10 @@ def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
 
     if args.command == "corpus-qa":
         result = stages.corpus_qa(cfg)
+    elif args.command == "linkpred":
+        from fixgraph.training.linkpred_eval import linkpred
+
+        result = linkpred(cfg)
     elif args.command == "train-data":
         result = stages.training_data(cfg, args.trainer_name)
     else:

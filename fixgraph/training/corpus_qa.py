@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
+from fixgraph.io import sha256_text
 from fixgraph.llm.structured import StructuredOutputError
 from fixgraph.training.prompts import load_prompt
 
@@ -91,7 +92,7 @@ def problems(
     n_words = len(question.split())
     if not 3 <= n_words <= 40:
         found.append("question_length")
-    if normalise(question) and normalise(question) in normalise(chunk.text):
+    if normalise(question) and f" {normalise(question)} " in f" {normalise(chunk.text)} ":  # whole words
         found.append("question_copied")
     if support(answer, chunk.index_text()) < min_support:
         found.append("answer_unsupported")
@@ -127,10 +128,11 @@ def generate_pairs(
     max_chunks: int | None = None,
 ) -> tuple[list[QAPair], dict[str, Any]]:
     """(kept pairs, summary with counts per rejection reason). Chunks shorter than `min_words` are skipped:
-    a heading-only chunk answers nothing."""
+    a heading-only chunk answers nothing. `max_chunks` takes a uniform sample (by hash of the chunk id)."""
     template, version = load_prompt(prompt)
     is_benchmark_like = benchmark_filter(exclude_questions, max_benchmark_similarity)
-    eligible = [c for c in sorted(chunks, key=lambda c: c.id) if len(c.text.split()) >= min_words]
+    # in the order of a hash of the chunk id: the first `max_chunks` are a uniform sample of the corpus
+    eligible = [c for c in sorted(chunks, key=lambda c: sha256_text(c.id)) if len(c.text.split()) >= min_words]
     if max_chunks is not None:
         eligible = eligible[:max_chunks]
     reasons: Counter[str] = Counter()

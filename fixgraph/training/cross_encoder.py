@@ -102,6 +102,7 @@ class CrossEncoderModule(FixgraphModule):
 @TRAINERS.register("cross_encoder")
 class CrossEncoderTrainer(Trainer):
     kind = "cross_encoder"
+    code_modules = ("fixgraph.training.pairs", "fixgraph.training.distill")
 
     def __init__(
         self,

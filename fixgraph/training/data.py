@@ -66,6 +66,7 @@ def save_splits(splits: Mapping[str, Sequence[dict[str, Any]]], folder: Path, fe
     """Write {split: rows} as a DatasetDict (save_to_disk); returns the row count per split."""
     import datasets
 
+    datasets.disable_progress_bars()
     empty = [name for name, rows in splits.items() if not rows]
     if empty:
         raise ValueError(f"training data: split(s) {', '.join(empty)} would be empty")

@@ -8,7 +8,8 @@ Every trainer kind (cross-encoder, bi-encoder, GNN link predictor, QLoRA generat
   data hash and git sha as tags, `train_loss` per step, `val_loss` per validation and the learning rate;
 - checkpoints (best by `val_loss`, and `last.ckpt`) in a work folder keyed by the stage key, so a killed
   run resumes from its last checkpoint and a changed config never resumes a stale one;
-- early stopping on `val_loss`, measured on a validation split built from the corpus (never dev/test);
+- early stopping on `val_loss` (or another logged metric, `monitor`), measured on a validation split
+  built from the corpus (never dev/test);
 - the best checkpoint's weights restored into the module before the caller saves it.
 """
 
@@ -43,12 +44,16 @@ class FitSettings:
     accumulate: int = 1
     accelerator: str = "cpu"  # gpu / auto when a session has one (results then are not bit-identical)
     precision: str = "32-true"
+    monitor: str = "val_loss"  # what checkpointing and early stopping watch (a metric the module logs)
+    mode: str = "min"  # min | max
 
     def __post_init__(self) -> None:
         if self.epochs < 1 and self.max_steps < 1:
             raise ValueError(f"trainer: epochs ({self.epochs}) or max_steps ({self.max_steps}) must be >= 1")
         if self.patience < 1:
             raise ValueError(f"trainer: patience must be >= 1, got {self.patience}")
+        if self.mode not in ("min", "max"):
+            raise ValueError(f"trainer: mode must be min or max, got {self.mode!r}")
         if self.accelerator not in ACCELERATORS:
             raise ValueError(f"trainer: unknown accelerator {self.accelerator!r}; valid: {', '.join(ACCELERATORS)}")
 
@@ -69,6 +74,7 @@ class Tracking:
 class FitResult:
     steps: int
     epochs: int
+    best_score: float  # of the monitored metric
     best_val_loss: float
     first_val_loss: float
     train_losses: list[float]
@@ -87,6 +93,7 @@ class FitResult:
             "last_train_loss": _mean(tail),
             "first_val_loss": self.first_val_loss,
             "best_val_loss": self.best_val_loss,
+            "best_monitored": self.best_score,
             "val_losses": [round(v, 6) for v in self.val_losses],
             "stopped_early": self.stopped_early,
             "resumed_from": self.resumed_from,
@@ -186,9 +193,9 @@ def fit(
     if resume:
         log.info("resuming from %s", resume)
     best = ModelCheckpoint(
-        dirpath=checkpoints, filename="best", monitor="val_loss", mode="min", save_top_k=1, save_last=True
+        dirpath=checkpoints, filename="best", monitor=settings.monitor, mode=settings.mode, save_top_k=1, save_last=True
     )
-    stop = EarlyStopping(monitor="val_loss", mode="min", patience=settings.patience)
+    stop = EarlyStopping(monitor=settings.monitor, mode=settings.mode, patience=settings.patience)
     history = LossHistory()
     logger = _logger(tracking)
     callbacks: list[pl.Callback] = [best, stop, history]
@@ -230,7 +237,8 @@ def fit(
     return FitResult(
         steps=int(trainer.global_step),
         epochs=int(trainer.current_epoch),
-        best_val_loss=float(best_score) if best_score is not None else math.nan,
+        best_score=float(best_score) if best_score is not None else math.nan,
+        best_val_loss=min(history.val, default=math.nan),
         first_val_loss=history.val[0] if history.val else math.nan,
         train_losses=history.train,
         val_losses=history.val,

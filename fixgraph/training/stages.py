@@ -19,8 +19,8 @@ from omegaconf import DictConfig
 from fixgraph.config import ConfigError, build, to_dict
 from fixgraph.io import read_json, sha256_file, stable_hash, write_json
 from fixgraph.pipeline.layout import Layout
-from fixgraph.pipeline.stages import StageResult, chunk, code_hash, load_chunks, run_stage
-from fixgraph.training.base import MANIFEST, TRAINERS, Trainer
+from fixgraph.pipeline.stages import StageResult, chunk, load_chunks, run_stage
+from fixgraph.training.base import MANIFEST, TRAINERS, Trainer, code_of
 from fixgraph.training.data import data_hash
 from fixgraph.training.fit import Tracking
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def _register() -> None:
     # importing the modules registers their kinds
-    from fixgraph.training import bi_encoder, cross_encoder  # noqa: F401
+    from fixgraph.training import bi_encoder, cross_encoder, link_prediction  # noqa: F401
 
 
 def build_trainer(cfg: Any) -> Trainer:
@@ -60,7 +60,7 @@ def training_data(cfg: DictConfig, name: str | None = None) -> StageResult:
             "kind": trainer.kind,
             "data": trainer.data_config,
             "inputs": trainer.data_inputs(cfg),
-            "code": code_hash("training"),
+            "code": trainer.code_hash(),
         }
     )
 
@@ -99,7 +99,7 @@ def train(cfg: DictConfig, name: str | None = None) -> StageResult:
     trainer = build_trainer(trainer_config(cfg, name))
     data_result = training_data(cfg, name)
     data_sha = str(data_result.info.get("data_sha256") or data_hash(trainer.data_dir))
-    key = stable_hash({"trainer": trainer.config(), "data": data_sha, "code": code_hash("training")})
+    key = stable_hash({"trainer": trainer.config(), "data": data_sha, "code": trainer.code_hash()})
     work_dir = Path(str(cfg.paths.artifacts)) / "cache" / "training" / trainer.name / key[:16]
 
     def produce(out: Path) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def corpus_qa(cfg: DictConfig) -> StageResult:
             "llm": llm.identity(),
             "chunks": sha256_file(layout.chunks),
             "exclude": {str(p): sha256_file(p) for p in exclude},
-            "code": code_hash("training"),
+            "code": code_of(["fixgraph.training.corpus_qa"]),  # the prompt file is in its version
         }
     )
 
