@@ -67,10 +67,14 @@ def with_extra_edges(store: GraphStore, extra_edges: Path, weight: float) -> Gra
     known = set(store.nodes["node_id"])
     unknown = (~extra["source"].isin(known)) | (~extra["target"].isin(known))
     if unknown.any():
-        raise ValueError(f"{extra_edges}: {int(unknown.sum())} predicted edges name nodes not in the graph; rerun linkpred")
+        raise ValueError(
+            f"{extra_edges}: {int(unknown.sum())} predicted edges name nodes not in the graph; rerun linkpred"
+        )
     layer = pd.DataFrame(
         {
-            "edge_id": [edge_id(s, r, t) for s, r, t in zip(extra["source"], extra["relation"], extra["target"], strict=True)],
+            "edge_id": [
+                edge_id(s, r, t) for s, r, t in zip(extra["source"], extra["relation"], extra["target"], strict=True)
+            ],
             "source": extra["source"],
             "target": extra["target"],
             "relation": extra["relation"],
@@ -81,11 +85,15 @@ def with_extra_edges(store: GraphStore, extra_edges: Path, weight: float) -> Gra
         }
     )
     edges = pd.concat([store.edges, layer], ignore_index=True)
-    return GraphStore(store.nodes, edges, store.mentions, store.rejections, store.merges, store.communities, store.report)
+    return GraphStore(
+        store.nodes, edges, store.mentions, store.rejections, store.merges, store.communities, store.report
+    )
 
 
 @lru_cache(maxsize=4)
-def _load(folder: str, stamp: float, chunk_ids: tuple[str, ...], extra: str | None = None, weight: float = 1.0) -> GraphIndex:
+def _load(
+    folder: str, stamp: float, chunk_ids: tuple[str, ...], extra: str | None = None, weight: float = 1.0
+) -> GraphIndex:
     path = Path(folder)
     store = GraphStore.read(path)
     if extra is not None:
@@ -113,7 +121,10 @@ def _load(folder: str, stamp: float, chunk_ids: tuple[str, ...], extra: str | No
 
 
 def load_graph_index(
-    graph_dir: str | Path, chunk_ids: Sequence[str], extra_edges: str | Path | None = None, extra_edge_weight: float = 1.0
+    graph_dir: str | Path,
+    chunk_ids: Sequence[str],
+    extra_edges: str | Path | None = None,
+    extra_edge_weight: float = 1.0,
 ) -> GraphIndex:
     """The graph (plus, with `extra_edges`, a predicted-edge layer) aligned with the chunks."""
     folder = Path(graph_dir)

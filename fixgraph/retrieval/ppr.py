@@ -127,9 +127,7 @@ class _GraphRetrieverBase:
     def _load_graph(self, chunks: Sequence[Chunk]) -> GraphIndex:
         from fixgraph.kg.ontology import build_ontology
 
-        self.index = load_graph_index(
-            self.graph_dir, [c.id for c in chunks], self.extra_edges, self.extra_edge_weight
-        )
+        self.index = load_graph_index(self.graph_dir, [c.id for c in chunks], self.extra_edges, self.extra_edge_weight)
         ontology = build_ontology(self.ontology_cfg) if self.ontology_cfg is not None else None
         self.linker = EntityLinker(self.index, self.embedder, ontology, **self.linking)
         return self.index

@@ -59,7 +59,7 @@ class Trainer(ABC):
         self.data_config = dict(data or {})
         self.fit_settings = settings_from(FitSettings, fit, f"trainer {name}: fit")
 
-    def prepare(self, cfg: DictConfig) -> None:
+    def prepare(self, cfg: DictConfig) -> None:  # noqa: B027 (a hook: most trainers need nothing)
         """Run the upstream stages the data need beyond the chunks (the graph, generated pairs)."""
 
     @abstractmethod
@@ -71,7 +71,9 @@ class Trainer(ABC):
         """Build the DatasetDict (train / validation, ...) into `out`; return facts for the stage info."""
 
     @abstractmethod
-    def train(self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+    def train(
+        self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
+    ) -> dict[str, Any]:
         """Train on the data in `data`, save the model into `out`; return facts for the model card."""
 
     @abstractmethod

@@ -62,7 +62,9 @@ def pair_triples(documents: Sequence[Any], chunks: Sequence[Any], data: PairData
         if not data.qa_pairs:
             raise ValueError("trainer: query kind llm_question needs data.qa_pairs (the corpus-qa output)")
         known = {c.id for c in chunks}
-        triples += [(p.question, "llm_question", p.chunk_id) for p in read_pairs(Path(data.qa_pairs)) if p.chunk_id in known]
+        triples += [
+            (p.question, "llm_question", p.chunk_id) for p in read_pairs(Path(data.qa_pairs)) if p.chunk_id in known
+        ]
     return sorted(set(triples))
 
 
@@ -225,7 +227,9 @@ class BiEncoderTrainer(Trainer):
         rows = build_pairs(load_documents(cfg), load_chunks(cfg), self.data)
         if not rows:
             raise ValueError(f"trainer {self.name}: no training pairs (is the corpus empty?)")
-        counts = save_splits(split_rows(rows, "doc_id", self.data.validation_fraction, f"{self.name}|{self.data.seed}"), out)
+        counts = save_splits(
+            split_rows(rows, "doc_id", self.data.validation_fraction, f"{self.name}|{self.data.seed}"), out
+        )
         kinds: dict[str, int] = {}
         for r in rows:
             kinds[r["query_kind"]] = kinds.get(r["query_kind"], 0) + 1
@@ -238,7 +242,9 @@ class BiEncoderTrainer(Trainer):
         path: Path = embedder.model_path()  # type: ignore[attr-defined]
         return path
 
-    def train(self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+    def train(
+        self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
+    ) -> dict[str, Any]:
         from sentence_transformers import SentenceTransformer
         from torch.utils.data import DataLoader
 

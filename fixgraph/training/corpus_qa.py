@@ -43,9 +43,61 @@ QA_SCHEMA: dict[str, Any] = {
 WORD = re.compile(r"[a-z0-9]+")
 # words that carry no content: a grounded answer may add them freely
 STOPWORDS = frozenset(
-    "a an and are as at be by can click do does for from has have how i if in is it its me my of on or "
-    "out press select so that the their then there these this to up use want was what when where which "
-    "will with you your yours".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "click",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "out",
+        "press",
+        "select",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "up",
+        "use",
+        "want",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "will",
+        "with",
+        "you",
+        "your",
+        "yours",
+    ]
 )
 
 
@@ -157,7 +209,9 @@ def generate_pairs(
         found = problems(question, answer, chunk, min_support, is_benchmark_like)
         reasons.update(found)
         if not found:
-            kept.append(QAPair(chunk.id, chunk.doc_id, question, answer, support(answer, chunk.index_text()), version, model))
+            kept.append(
+                QAPair(chunk.id, chunk.doc_id, question, answer, support(answer, chunk.index_text()), version, model)
+            )
         if done % 25 == 0:
             log.info("corpus-qa: %d/%d chunks, %d pairs kept", done, len(eligible), len(kept))
     summary = {

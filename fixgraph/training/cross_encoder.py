@@ -165,7 +165,16 @@ class CrossEncoderTrainer(Trainer):
 
         documents, chunks = load_documents(cfg), load_chunks(cfg)
         d = self.data
-        common = (documents, chunks, list(d.query_kinds), d.negatives, d.negative_pool, d.max_groups, d.seed, dict(d.bm25))
+        common = (
+            documents,
+            chunks,
+            list(d.query_kinds),
+            d.negatives,
+            d.negative_pool,
+            d.max_groups,
+            d.seed,
+            dict(d.bm25),
+        )
         cache = Path(d.teacher_cache) if d.teacher_cache else None
         groups = build_distill_groups(*common, dict(d.teacher), cache) if d.teacher else build_groups(*common)
         texts = {c.id: c.index_text() for c in chunks}
@@ -190,7 +199,9 @@ class CrossEncoderTrainer(Trainer):
             kinds[g.query_kind] = kinds.get(g.query_kind, 0) + 1
         return {"groups": len(rows), "splits": counts, "query_kinds": kinds}
 
-    def train(self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+    def train(
+        self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
+    ) -> dict[str, Any]:
         from sentence_transformers import CrossEncoder
         from torch.utils.data import DataLoader
 
@@ -218,7 +229,9 @@ class CrossEncoderTrainer(Trainer):
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
         train = DataLoader(splits[TRAIN], self.batch_groups, shuffle=True, collate_fn=collate, generator=generator)
         validation = DataLoader(splits[VALIDATION], self.batch_groups, collate_fn=collate)
-        module = CrossEncoderModule(network, self.learning_rate, self.warmup_ratio, self.temperature, self.distill_weight)
+        module = CrossEncoderModule(
+            network, self.learning_rate, self.warmup_ratio, self.temperature, self.distill_weight
+        )
         result: FitResult = fit(module, train, validation, self.fit_settings, work_dir, tracking)
         network = module.network
         if self.lora:

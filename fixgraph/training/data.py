@@ -54,7 +54,9 @@ def validation_units(units: Iterable[str], fraction: float, salt: str) -> set[st
     return chosen
 
 
-def split_rows(rows: Sequence[dict[str, Any]], unit_key: str, fraction: float, salt: str) -> dict[str, list[dict[str, Any]]]:
+def split_rows(
+    rows: Sequence[dict[str, Any]], unit_key: str, fraction: float, salt: str
+) -> dict[str, list[dict[str, Any]]]:
     held_out = validation_units((str(r[unit_key]) for r in rows), fraction, salt)
     return {
         TRAIN: [r for r in rows if str(r[unit_key]) not in held_out],

@@ -118,7 +118,7 @@ class FixgraphModule(pl.LightningModule):
             checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        missing, unexpected = self.load_state_dict(dict(state), strict=not self.trainable_only)
+        _, unexpected = self.load_state_dict(dict(state), strict=not self.trainable_only)
         if unexpected:
             raise RuntimeError(f"checkpoint holds tensors this model does not: {unexpected[:5]}")
 
@@ -247,4 +247,3 @@ def fit(
         seconds=seconds,
         mlflow_run_id=run_id,
     )
-

@@ -1,6 +1,6 @@
 """A GNN link predictor for the knowledge graph (trainer kind `link_prediction`).
 
-Data (`train-data`): the graph stage's edges split by fixgraph.kg.linkpred (held-out pairs stratified
+Data (`train-data`): the graph stage's edges split by fixgraph.training.edges (held-out pairs stratified
 by relation, type-compatible filtered negatives for validation and test), and one row per node with its
 type and the vector of its name under `node_embedder` (MiniLM): a DatasetDict `edges` (train /
 validation / test) and a Dataset `nodes`.
@@ -62,7 +62,9 @@ class LinkPredictor(torch.nn.Module):
         if encoder == "sage":
             convs = [SAGEConv(hidden, hidden) for _ in range(layers)]
         elif encoder == "rgcn":  # each relation in both directions
-            convs = [RGCNConv(hidden, hidden, 2 * n_relations, num_bases=min(8, 2 * n_relations)) for _ in range(layers)]
+            convs = [
+                RGCNConv(hidden, hidden, 2 * n_relations, num_bases=min(8, 2 * n_relations)) for _ in range(layers)
+            ]
         else:
             convs = [torch.nn.Linear(hidden, hidden) for _ in range(layers)]
         self.convs = torch.nn.ModuleList(convs)
@@ -98,7 +100,9 @@ class LinkPredictor(torch.nn.Module):
         return scores
 
 
-def message_graph(heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor, n_relations: int) -> tuple[torch.Tensor, torch.Tensor]:
+def message_graph(
+    heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor, n_relations: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Both directions of every edge (reverse edges get relation + n_relations, for R-GCN)."""
     edge_index = torch.stack([torch.cat([heads, tails]), torch.cat([tails, heads])])
     edge_type = torch.cat([relations, relations + n_relations])
@@ -125,7 +129,9 @@ class GraphTensors:
         edges = datasets.load_from_disk(str(data / "edges"))
         node_ids = list(nodes["node_id"])
         types = sorted(set(nodes["type"]))
-        relations = sorted(set(edges[TRAIN]["relation"]) | set(edges[VALIDATION]["relation"]) | set(edges["test"]["relation"]))
+        relations = sorted(
+            set(edges[TRAIN]["relation"]) | set(edges[VALIDATION]["relation"]) | set(edges["test"]["relation"])
+        )
         type_index = torch.tensor([types.index(t) for t in nodes["type"]])
         one_hot = torch.nn.functional.one_hot(type_index, len(types)).float()
         names = torch.tensor(np.asarray(nodes["vector"]), dtype=torch.float32)
@@ -142,7 +148,9 @@ class GraphTensors:
         return tensors, edges
 
 
-def triple_tensors(rows: Any, node_ids: Sequence[str], relations: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def triple_tensors(
+    rows: Any, node_ids: Sequence[str], relations: Sequence[str]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     node = {n: i for i, n in enumerate(node_ids)}
     rel = {r: i for i, r in enumerate(relations)}
     return (
@@ -184,7 +192,10 @@ class LinkPredictionModule(FixgraphModule):
         positive = self.model.score(z, h, r, t)
         negative_tails = self.negative_tails(t)
         negative = self.model.score(
-            z, h.repeat_interleave(self.train_negatives), r.repeat_interleave(self.train_negatives), negative_tails.flatten()
+            z,
+            h.repeat_interleave(self.train_negatives),
+            r.repeat_interleave(self.train_negatives),
+            negative_tails.flatten(),
         )
         loss = bce(positive, negative)
         self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(batch))
@@ -231,7 +242,7 @@ def bce(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
 @TRAINERS.register("link_prediction")
 class LinkPredictionTrainer(Trainer):
     kind = "link_prediction"
-    code_modules = ("fixgraph.kg.linkpred",)
+    code_modules = ("fixgraph.training.edges",)
 
     def __init__(
         self,
@@ -290,10 +301,11 @@ class LinkPredictionTrainer(Trainer):
 
     def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
         import datasets
+        import pandas as pd
 
         from fixgraph.embedders.encoders import EmbeddingCache, build_embedder
-        from fixgraph.kg.linkpred import sample_negatives, split_edges
         from fixgraph.kg.store import GraphStore
+        from fixgraph.training.edges import sample_negatives, split_edges
 
         datasets.disable_progress_bars()
         d = self.data
@@ -304,10 +316,13 @@ class LinkPredictionTrainer(Trainer):
         names = [str(n) for n in store.nodes["name"]]
         cache = EmbeddingCache(Path(self.embedding_cache)) if self.embedding_cache else None
         vectors = cache.embed(embedder, names) if cache else embedder.embed_documents(names)
-        parts = {TRAIN: split.train.assign(negatives=[[] for _ in range(len(split.train))])}
+        parts = {TRAIN: split.train.assign(negatives=pd.Series([[] for _ in range(len(split.train))], dtype=object))}
         for offset, (part, frame) in enumerate(((VALIDATION, split.validation), ("test", split.test)), start=1):
-            parts[part] = frame.assign(negatives=sample_negatives(frame, store.edges, node_types, d.negatives, d.seed + offset))
-        edges = datasets.DatasetDict({k: datasets.Dataset.from_pandas(v, preserve_index=False) for k, v in parts.items()})
+            negatives = sample_negatives(frame, store.edges, node_types, d.negatives, d.seed + offset)
+            parts[part] = frame.assign(negatives=pd.Series(negatives, index=frame.index, dtype=object))
+        edges = datasets.DatasetDict(
+            {k: datasets.Dataset.from_pandas(v, preserve_index=False) for k, v in parts.items()}
+        )
         edges.save_to_disk(str(out / "edges"))
         nodes = datasets.Dataset.from_dict(
             {
@@ -318,9 +333,15 @@ class LinkPredictionTrainer(Trainer):
             }
         )
         nodes.save_to_disk(str(out / "nodes"))
-        return {"nodes": len(nodes), "splits": {k: len(v) for k, v in parts.items()}, "node_embedder": embedder.identity()}
+        return {
+            "nodes": len(nodes),
+            "splits": {k: len(v) for k, v in parts.items()},
+            "node_embedder": embedder.identity(),
+        }
 
-    def train(self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+    def train(
+        self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
+    ) -> dict[str, Any]:
         from torch.utils.data import DataLoader
 
         torch.manual_seed(self.fit_settings.seed)  # initial weights
@@ -336,8 +357,10 @@ class LinkPredictionTrainer(Trainer):
         )
         module = LinkPredictionModule(model, graph, edges[VALIDATION], self.learning_rate, self.train_negatives)
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
-        train = DataLoader(torch.arange(len(graph.train[0])), self.batch_edges, shuffle=True, generator=generator)
-        validation = DataLoader([0], batch_size=1)  # one step: every validation edge at once
+        edges_index: Any = torch.arange(len(graph.train[0]))  # a batch: indices of supervision edges
+        train: DataLoader[Any] = DataLoader(edges_index, self.batch_edges, shuffle=True, generator=generator)
+        one: Any = [0]
+        validation: DataLoader[Any] = DataLoader(one, batch_size=1)  # one step: every validation edge at once
         result: FitResult = fit(module, train, validation, self.fit_settings, work_dir, tracking)
         save_predictor(module.model, graph, self.model_config(), out)
         return {**result.summary(), "weights_sha256": {"model.pt": sha256_file(out / "model.pt")}}
@@ -363,7 +386,13 @@ def load_predictor(folder: Path) -> tuple[LinkPredictor, list[str]]:
     meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
     c = meta["config"]
     model = LinkPredictor(
-        int(meta["in_dim"]), len(meta["relations"]), c["hidden"], c["layers"], c["dropout"], c["encoder"], int(meta["name_dim"])
+        int(meta["in_dim"]),
+        len(meta["relations"]),
+        c["hidden"],
+        c["layers"],
+        c["dropout"],
+        c["encoder"],
+        int(meta["name_dim"]),
     )
     model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
     model.eval()

@@ -17,8 +17,8 @@ them (fixgraph/retrieval/graph_index.py).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,14 @@ def score_methods(data: Path, models: dict[str, Path], part: str) -> pd.DataFram
     """Per-edge metrics of every method on one held-out part (validation | test), long format."""
     import datasets
 
-    from fixgraph.kg.linkpred import HEURISTICS, cosine_scorer, heuristic_scorer, pairwise, score_held_out, train_graph
+    from fixgraph.training.edges import (
+        HEURISTICS,
+        cosine_scorer,
+        heuristic_scorer,
+        pairwise,
+        score_held_out,
+        train_graph,
+    )
 
     edges = datasets.load_from_disk(str(data / "edges"))
     nodes = datasets.load_from_disk(str(data / "nodes"))
@@ -127,7 +134,8 @@ def predicted_edges(
     typed = all_edges.assign(st=all_edges["source"].map(node_types), tt=all_edges["target"].map(node_types))
     rows = []
     proposed: set[tuple[str, str, str]] = set()
-    for (relation, head_type, tail_type), _ in typed.groupby(["relation", "st", "tt"]):
+    for group, _ in typed.groupby(["relation", "st", "tt"]):
+        relation, head_type, tail_type = (str(g) for g in group)
         if relation not in rel or relation not in relations:
             continue
         heads = [n for n in graph.node_ids if node_types[n] == head_type]
@@ -175,7 +183,9 @@ def linkpred(cfg: DictConfig) -> StageResult:
             "settings": {k: v for k, v in to_dict(settings).items() if k != "output"},
             "cards": {n: sha256_file(p / "fixgraph_model.json") for n, p in models.items()},
             "comparison": asdict(comparison_settings),
-            "code": code_of(["fixgraph.training.linkpred_eval", "fixgraph.kg.linkpred", "fixgraph.training.link_prediction"]),
+            "code": code_of(
+                ["fixgraph.training.linkpred_eval", "fixgraph.training.edges", "fixgraph.training.link_prediction"]
+            ),
         }
     )
 

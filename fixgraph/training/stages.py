@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def _register() -> None:
     # importing the modules registers their kinds
-    from fixgraph.training import bi_encoder, cross_encoder, link_prediction  # noqa: F401
+    from fixgraph.training import bi_encoder, cross_encoder, generator, link_prediction  # noqa: F401
 
 
 def build_trainer(cfg: Any) -> Trainer:

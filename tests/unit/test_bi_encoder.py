@@ -24,7 +24,11 @@ def test_contrastive_loss_is_cross_entropy_over_scaled_cosines_with_masked_candi
     mask[0, 4] = True  # candidate 4 comes from query 0's page
     scores = 20.0 * q @ c.T
     scores[mask] = -np.inf
-    log_softmax = scores - np.log(np.exp(scores - scores.max(1, keepdims=True)).sum(1, keepdims=True)) - scores.max(1, keepdims=True)
+    log_softmax = (
+        scores
+        - np.log(np.exp(scores - scores.max(1, keepdims=True)).sum(1, keepdims=True))
+        - scores.max(1, keepdims=True)
+    )
     expected = -np.mean([log_softmax[i, i] for i in range(3)])
     loss, _ = contrastive_loss(torch.tensor(q), torch.tensor(c), torch.tensor(mask), 20.0)
     assert float(loss) == pytest.approx(expected, rel=1e-6)
@@ -57,11 +61,18 @@ def test_pairs_come_from_titles_summaries_headings_and_generated_questions(tmp_p
         assert r["positive_text"] == positive.index_text() and r["doc_id"] == positive.doc_id
         assert len(r["negatives"]) == 1 and r["negative_docs"] != [positive.doc_id]  # another page
     assert ("My hub is stuck, what now?", "hub-0") in {(r["query"], r["positive"]) for r in rows}
-    with pytest.raises(ValueError, match="needs data.qa_pairs"):
+    with pytest.raises(ValueError, match=r"needs data\.qa_pairs"):
         build_pairs(docs, chunks, PairData(query_kinds=["llm_question"]))
 
 
-SYNONYMS = {"modem": "router", "display": "monitor", "pointer": "mouse", "keypad": "keyboard", "wireless": "wifi", "speaker": "audio"}
+SYNONYMS = {
+    "modem": "router",
+    "display": "monitor",
+    "pointer": "mouse",
+    "keypad": "keyboard",
+    "wireless": "wifi",
+    "speaker": "audio",
+}
 
 
 def test_tiny_embedder_learns_toy_synonyms(tmp_path: Path) -> None:

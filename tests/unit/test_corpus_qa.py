@@ -10,7 +10,9 @@ from fixgraph.llm.client import LLMClient
 from fixgraph.training.corpus_qa import benchmark_filter, generate_pairs, problems, support
 from tests.unit.test_distill import _chunk
 
-PASSAGE = _chunk("hub-0", "hub", "Reset the hub", [], "Hold the reset button of the hub for ten seconds with a paper clip.")
+PASSAGE = _chunk(
+    "hub-0", "hub", "Reset the hub", [], "Hold the reset button of the hub for ten seconds with a paper clip."
+)
 
 
 def test_support_is_the_share_of_content_words_found_in_the_passage() -> None:
@@ -39,7 +41,10 @@ def test_generation_keeps_checked_pairs_and_counts_rejections() -> None:
     other = _chunk("wall-0", "wall", "Wallpaper", [], "Open Settings, choose Background and pick an image you like.")
     fake = FakeLLM(
         responses={
-            "paper clip": {"question": "My hub froze, how do I reset it", "answer": "Hold the reset button for ten seconds."},
+            "paper clip": {
+                "question": "My hub froze, how do I reset it",
+                "answer": "Hold the reset button for ten seconds.",
+            },
             "Background": {"question": "How can I reset my hub?", "answer": "Open Settings and choose Background."},
         }
     )

@@ -231,9 +231,15 @@ def test_trainer_refuses_groups_without_teacher_scores(tmp_path: Path) -> None:
     from tests.training_helpers import save_rows
 
     row = {"query": "q", "query_kind": "title", "doc_id": "d", "positive": "a", "negatives": ["b"]}
-    data = save_rows(tmp_path / "data", [{**row, "texts": ["a", "b"], "teacher": []}], [{**row, "texts": ["a", "b"], "teacher": []}])
+    data = save_rows(
+        tmp_path / "data", [{**row, "texts": ["a", "b"], "teacher": []}], [{**row, "texts": ["a", "b"], "teacher": []}]
+    )
     trainer = CrossEncoderTrainer(
-        name="ce", data_dir=str(data), output="o", data={"teacher": {"name": "toy", "kind": "hashing"}}, fit={"epochs": 1}
+        name="ce",
+        data_dir=str(data),
+        output="o",
+        data={"teacher": {"name": "toy", "kind": "hashing"}},
+        fit={"epochs": 1},
     )
     with pytest.raises(ValueError, match="groups lack teacher scores"):
         trainer.train(None, data, tmp_path / "out", tmp_path / "work", None)  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fixgraph.kg.linkpred import edge_metrics, heuristic_scorer, sample_negatives, split_edges, train_graph
 from fixgraph.kg.store import EDGE_COLUMNS, MENTION_COLUMNS, NODE_COLUMNS, GraphStore, edge_id
+from fixgraph.training.edges import edge_metrics, heuristic_scorer, sample_negatives, split_edges, train_graph
 
 
 def _edges(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
@@ -76,7 +76,20 @@ def _toy_store(folder: Path) -> Path:
         nodes += [(n, "Step") for n in steps] + [(n, "App") for n in apps]
         rows += [(s, "uses", a) for s in steps for a in apps]
     node_frame = pd.DataFrame(
-        [{"node_id": n, "type": t, "scope": "", "name": f"token{i * 7919 % 97}", "key": n, "aliases": [], "n_mentions": 1, "n_chunks": 1, "community": -1} for i, (n, t) in enumerate(nodes)],
+        [
+            {
+                "node_id": n,
+                "type": t,
+                "scope": "",
+                "name": f"token{i * 7919 % 97}",
+                "key": n,
+                "aliases": [],
+                "n_mentions": 1,
+                "n_chunks": 1,
+                "community": -1,
+            }
+            for i, (n, t) in enumerate(nodes)
+        ],
         columns=NODE_COLUMNS,
     )
     edges = _edges(rows).assign(n_chunks=1, extractors=[["structural"]] * len(rows), basis="text")[EDGE_COLUMNS]
@@ -93,7 +106,13 @@ def test_gnn_learns_held_out_links_that_only_the_graph_reveals(tmp_path: Path) -
     common = {
         "data_dir": str(tmp_path / "data"),
         "node_embedder": {"name": "hashing", "kind": "hashing", "dim": 64},
-        "data": {"graph_dir": str(graph), "test_fraction": 0.15, "val_fraction": 0.1, "min_relation_edges": 10, "negatives": 10},
+        "data": {
+            "graph_dir": str(graph),
+            "test_fraction": 0.15,
+            "val_fraction": 0.1,
+            "min_relation_edges": 10,
+            "negatives": 10,
+        },
         "hidden": 32,
         "learning_rate": 0.02,
         "batch_edges": 16,

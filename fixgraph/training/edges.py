@@ -1,5 +1,6 @@
 """Link prediction on the knowledge graph: the held-out split, type-compatible negatives, heuristic
-scores and ranking metrics. The GNN that competes with these lives in fixgraph/training.
+scores and ranking metrics; the GNN that competes with these is training/link_prediction.py. (Kept out
+of fixgraph/kg: the graph stage's key hashes that package, and this code does not shape the graph.)
 
 Split (`split_edges`): per relation type, `test_fraction` and `val_fraction` of its edges are held out
 (stratified, seeded). Held-out node PAIRS are removed from the training graph entirely, with every
@@ -38,11 +39,14 @@ class EdgeSplit:
     test: pd.DataFrame
 
 
-def _pair(a: str, b: str) -> tuple[str, str]:
-    return (a, b) if a <= b else (b, a)
+def _pair(a: object, b: object) -> tuple[str, str]:
+    x, y = str(a), str(b)
+    return (x, y) if x <= y else (y, x)
 
 
-def split_edges(edges: pd.DataFrame, test_fraction: float, val_fraction: float, min_relation_edges: int, seed: int) -> EdgeSplit:
+def split_edges(
+    edges: pd.DataFrame, test_fraction: float, val_fraction: float, min_relation_edges: int, seed: int
+) -> EdgeSplit:
     """Stratified by relation; relations with fewer than `min_relation_edges` edges are not held out
     (one or two test edges give no estimate) but stay in the training graph."""
     if not 0 < test_fraction < 1 or not 0 < val_fraction < 1 or test_fraction + val_fraction >= 1:
@@ -141,11 +145,15 @@ def heuristic_scorer(name: str, graph: object) -> Callable[[Sequence[tuple[str, 
 
 
 def score_held_out(
-    held_out: pd.DataFrame, negatives: Sequence[Sequence[str]], score: Callable[[Sequence[tuple[str, str, str]]], np.ndarray]
+    held_out: pd.DataFrame,
+    negatives: Sequence[Sequence[str]],
+    score: Callable[[Sequence[tuple[str, str, str]]], np.ndarray],
 ) -> pd.DataFrame:
     """One row of edge metrics per held-out edge; `score` gets (head, relation, tail) triples."""
     triples: list[tuple[str, str, str]] = []
-    for (s, r, t), negs in zip(held_out[["source", "relation", "target"]].itertuples(index=False), negatives, strict=True):
+    for (s, r, t), negs in zip(
+        held_out[["source", "relation", "target"]].itertuples(index=False), negatives, strict=True
+    ):
         triples.append((s, r, t))
         triples.extend((s, r, n) for n in negs)
     values = score(triples)
@@ -157,7 +165,9 @@ def score_held_out(
     return pd.DataFrame(rows)
 
 
-def pairwise(score: Callable[[Sequence[tuple[str, str]]], np.ndarray]) -> Callable[[Sequence[tuple[str, str, str]]], np.ndarray]:
+def pairwise(
+    score: Callable[[Sequence[tuple[str, str]]], np.ndarray],
+) -> Callable[[Sequence[tuple[str, str, str]]], np.ndarray]:
     """A relation-blind (u, v) scorer as a triple scorer."""
     return lambda triples: score([(h, t) for h, _, t in triples])
 
