@@ -48,6 +48,7 @@ class GroundedAnswer:
     sentences: list[Sentence] = field(default_factory=list)
     abstained: bool = False
     abstain_reason: str = ""  # model | low_score | uncited | empty_context
+    retrieved: list[str] = field(default_factory=list)  # the system's ranking (chunk ids), best first
     context_ids: list[str] = field(default_factory=list)  # chunk ids shown to the model, in order
     context_tokens: int = 0
     stripped_citations: int = 0  # citation numbers outside the context, removed
@@ -76,7 +77,19 @@ class Answerer(Protocol):
     ) -> GroundedAnswer: ...
 
 
-ANSWERERS: Registry[Answerer] = Registry("answer")
+# the `answers` run's settings, read by answer/run.py around the answerer
+RUN_SETTINGS = (
+    "systems",
+    "closed_book",
+    "closed_book_prompt",
+    "baseline",
+    "family_metrics",
+    "max_questions",
+    "labels",
+    "verify",
+    "ragas",
+)
+ANSWERERS: Registry[Answerer] = Registry("answer", shared=RUN_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -120,7 +133,6 @@ class _Base:
         prompt: str,
         max_tokens: int = 200,
         abstention: Mapping[str, Any] | None = None,
-        **_: Any,
     ) -> None:
         self.name = name
         self.max_tokens = max_tokens
@@ -143,9 +155,10 @@ class GroundedAnswerer(_Base):
         prompt: str = "answer_grounded_v1",
         context_tokens: int = 1500,
         max_chunks: int = 8,
-        **kwargs: Any,
+        max_tokens: int = 200,
+        abstention: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(name, prompt, **kwargs)
+        super().__init__(name, prompt, max_tokens, abstention)
         if context_tokens < 1 or max_chunks < 1:
             raise ValueError(f"answer {name}: context_tokens and max_chunks must be >= 1")
         self.context_tokens, self.max_chunks = context_tokens, max_chunks
@@ -186,10 +199,14 @@ class ClosedBookAnswerer(_Base):
 
     retrieves = False
 
-    def __init__(self, name: str = "closed_book", prompt: str = "answer_closed_book_v1", **kwargs: Any) -> None:
-        kwargs.pop("context_tokens", None)
-        kwargs.pop("max_chunks", None)
-        super().__init__(name, prompt, **kwargs)
+    def __init__(
+        self,
+        name: str = "closed_book",
+        prompt: str = "answer_closed_book_v1",
+        max_tokens: int = 200,
+        abstention: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(name, prompt, max_tokens, abstention)
 
     def answer(
         self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str

@@ -119,17 +119,18 @@ def run_answers(
     )
     depth = max(20, 3 * int(cfg.answer.get("max_chunks", 8)))
     scored: list[ScoredAnswer] = []
-    for name, system_cfg in systems.items():
+    for label, system_cfg in systems.items():
         # the same System the benchmark ranks with (reranker included), so answers cite what was measured
-        system = None if system_cfg is None else open_system(cfg, name, system_cfg, chunk_list)
+        system = None if system_cfg is None else open_system(cfg, label, system_cfg, chunk_list)
         this = answerer if system_cfg is not None or not answerer.retrieves else closed
         for i, question in enumerate(questions, start=1):
             started = time.perf_counter()
             hits: list[Hit] = system.search(question.question, depth) if system is not None else []
             retrieved = time.perf_counter() - started
-            answer = this.answer(llm, question.qid, question.question, hits, chunks, name)
+            answer = this.answer(llm, question.qid, question.question, hits, chunks, label)
+            answer.retrieved = [h.chunk_id for h in hits]
             scored.append(scorer.score(question, answer, chunks, retrieved))
-            log.info("%s %d/%d %s: %s", name, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
+            log.info("%s %d/%d %s: %s", label, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
     llms = {"llm": llm, "verifier": scorer.verifier.llm}
     return _finish(cfg, layout, name, questions, questions_path, mapping, scored, chunk_result.info, llms, track)
 

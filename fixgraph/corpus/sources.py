@@ -49,7 +49,7 @@ class CorpusSource(Protocol):
         ...
 
 
-CORPORA: Registry[CorpusSource] = Registry("corpus")
+CORPORA: Registry[CorpusSource] = Registry("corpus", ["fixgraph.corpus.connectors"], shared=["dedup"])
 
 
 @CORPORA.register("mallard")
@@ -68,7 +68,6 @@ class MallardCorpus:
         true_tokens: list[str] | None = None,
         empty_link_text: str = "title",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         self.name = name
         self.max_bytes = max_bytes

@@ -22,14 +22,14 @@ class Judge(Protocol):
     def judge(self, question: Question, answer: str) -> Judgement: ...
 
 
-JUDGES: Registry[Judge] = Registry("judge")
+JUDGES: Registry[Judge] = Registry("judge", ["fixgraph.evaluation.llm_judge"])
 
 
 @JUDGES.register("none")
 class NoJudge:
     """Judges nothing: retrieval-only runs report no answer metrics."""
 
-    def __init__(self, name: str = "none", **_: Any) -> None:
+    def __init__(self, name: str = "none") -> None:
         self.name = name
 
     def judge(self, question: Question, answer: str) -> Judgement:

@@ -38,7 +38,6 @@ class LLMJudge:
         prompt: str = "judge_v2",
         max_tokens: int = 120,
         llm: Mapping[str, Any] | None = None,
-        **_: Any,
     ) -> None:
         self.name = name
         self.max_tokens = max_tokens

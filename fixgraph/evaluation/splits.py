@@ -26,7 +26,7 @@ SPLITS: Registry[Split] = Registry("split")
 class FileSplit:
     """Every question of one question file."""
 
-    def __init__(self, name: str, questions: str, **_: Any) -> None:
+    def __init__(self, name: str, questions: str) -> None:
         self.name = name
         self.questions_path = Path(questions)
 

@@ -231,7 +231,7 @@ def freeze(
 class FrozenSplit:
     """One part (dev or test) of a frozen split of a question pool; verified on every load."""
 
-    def __init__(self, name: str, questions: str, file: str, part: str, **_: Any) -> None:
+    def __init__(self, name: str, questions: str, file: str, part: str) -> None:
         if part not in PARTS:
             raise SplitError(f"split {name}: part must be one of {', '.join(PARTS)}, got {part!r}")
         self.name = name

@@ -104,8 +104,10 @@ def record_finalists(
     family_metrics: list[str] | None = None,
     replace: bool = False,
     track: bool | None = None,
+    extra_systems: dict[str, Any] | None = None,
 ) -> tuple[Path, EvaluationResult]:
-    """Score baseline + finalists on dev and write finalists.yaml with the evidence."""
+    """Score baseline + finalists on dev and write finalists.yaml with the evidence. `extra_systems`
+    (name -> resolved system config, e.g. a sweep's best trials) adds finalists to the configured ones."""
     paths = StudyPaths.of(cfg, study)
     if any(a.get("status") == "completed" for a in attempts(paths)):
         raise ProtocolError(f"study {study!r} has already been scored on test; finalists can no longer change")
@@ -117,7 +119,7 @@ def record_finalists(
     baseline = baseline or cfg.experiment.get("baseline")
     if not baseline:
         raise ConfigError("no baseline: set experiment.baseline or pass --baseline")
-    systems = systems_of(cfg)
+    systems = {**systems_of(cfg), **{k: OmegaConf.create(v) for k, v in (extra_systems or {}).items()}}
     unknown = [s for s in [baseline, *finalists] if s not in systems]
     if unknown:
         raise ConfigError(f"unknown system(s) {', '.join(unknown)}; configured: {', '.join(systems)}")
@@ -126,6 +128,7 @@ def record_finalists(
     chosen = [baseline, *finalists]
     resolved = to_dict(cfg)
     resolved["systems"] = {name: to_dict(systems[name]) for name in chosen}
+    resolved["reranker"] = {"name": "none", "kind": "none"}  # systems_of folded it into each system above
     cfg = OmegaConf.create(resolved)
     metrics = family_metrics or [str(m) for m in cfg.comparison.family_metrics]
     family = Family.declare(baseline, chosen, metrics)

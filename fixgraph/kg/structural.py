@@ -71,7 +71,6 @@ class StructuralExtractor:
         noun_phrases: bool = True,
         max_phrase_tokens: int = 5,
         related_per_sentence: int = 8,
-        **_: Any,
     ) -> None:
         self.name = name
         self.spacy_model = spacy_model

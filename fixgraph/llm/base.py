@@ -49,7 +49,7 @@ class LLM(Protocol):
     def complete(self, prompt: str, **params: Any) -> Completion: ...
 
 
-LLMS: Registry[LLM] = Registry("llm")
+LLMS: Registry[LLM] = Registry("llm", ["fixgraph.llm.backends"], shared=["cache", "generation", "max_concurrency"])
 
 
 def _text_of(value: Any) -> str:
@@ -76,7 +76,6 @@ class FakeLLM:
         model: str = "fake-model",
         supports_schema: bool = False,
         delay_s: float = 0.0,
-        **_: Any,
     ) -> None:
         self.name = name
         self.delay_s = delay_s  # simulated generation time (resume tests kill a run mid-way)

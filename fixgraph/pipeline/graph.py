@@ -34,7 +34,7 @@ def graph_key(cfg: DictConfig) -> str:
         "embedder": to_dict(cfg.embedder),
         "documents": sha256_file(layout.documents),
         "chunks": sha256_file(layout.chunks),
-        "code": code_hash("kg", "llm"),
+        "code": code_hash("kg", "llm", "embedders"),
     }
     if cfg.extractor.get("uses_llm", False) or cfg.graph.verification.enabled:
         parts["llm"] = to_dict(cfg.llm)

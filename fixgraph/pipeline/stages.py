@@ -7,6 +7,7 @@ holding a key (config + input hashes + code hash), and skips itself when the key
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import time
@@ -42,8 +43,10 @@ class StageResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@functools.cache
 def code_hash(*subpackages: str) -> str:
-    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages."""
+    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages.
+    Computed once per process (the code a process runs does not change under it)."""
     return stable_hash({sub: tree_hash(PACKAGE_ROOT / sub, "**/*.py")[0] for sub in subpackages})
 
 
@@ -180,7 +183,7 @@ def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
         {
             "system": to_dict(system_cfg),
             "chunks": sha256_file(layout.chunks),
-            "code": code_hash("retrieval"),
+            "code": code_hash("retrieval", "embedders"),
             "trained_models": trained_models(to_dict(system_cfg)),
         }
     )

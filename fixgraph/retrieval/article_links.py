@@ -100,7 +100,6 @@ class ArticleLinkRetriever(_LinkLayerBase):
         mix: float = 0.3,
         seed_docs: int = 10,
         depth: int = 100,
-        **_: Any,
     ) -> None:
         super().__init__(name, channel, documents, link_weights, candidates)
         self.damping, self.mix, self.seed_docs, self.depth = damping, mix, seed_docs, depth
@@ -143,7 +142,6 @@ class LinkPriorRetriever(_LinkLayerBase):
         weight: float = 0.5,
         candidates: int = 100,
         depth: int = 100,
-        **_: Any,
     ) -> None:
         super().__init__(name, channel, documents, link_weights, candidates)
         self.rerank_depth, self.weight, self.depth = rerank_depth, weight, depth

@@ -48,7 +48,13 @@ class Retriever(Protocol):
     def search(self, query: str, k: int) -> list[Hit]: ...
 
 
-RETRIEVERS: Registry[Retriever] = Registry("retriever")
+RETRIEVERS: Registry[Retriever] = Registry(
+    "retriever",
+    [
+        f"fixgraph.retrieval.{m}"
+        for m in ("article_links", "bm25", "dense", "hybrid", "paths", "ppr", "router", "system")
+    ],
+)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

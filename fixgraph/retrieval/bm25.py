@@ -69,7 +69,6 @@ class BM25Retriever:
         analyzer: dict[str, Any] | None = None,
         depth: int = 100,
         lucene_analyzer: str | None = None,
-        **_: Any,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"retriever {name}: unknown bm25 backend {backend!r}; valid: {', '.join(BACKENDS)}")

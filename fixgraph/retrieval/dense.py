@@ -32,7 +32,6 @@ class DenseRetriever:
         cache_dir: str | None = None,
         index: str = "exact",
         hnsw: dict[str, int] | None = None,
-        **_: Any,
     ) -> None:
         if embedder is None:
             raise ValueError(f"retriever {name}: needs an `embedder` config")

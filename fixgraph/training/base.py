@@ -94,4 +94,12 @@ class Trainer(ABC):
         }
 
 
-TRAINERS: Registry[Trainer] = Registry("trainer")
+TRAINERS: Registry[Trainer] = Registry(
+    "trainer",
+    [
+        "fixgraph.training.cross_encoder",
+        "fixgraph.training.bi_encoder",
+        "fixgraph.training.link_prediction",
+        "fixgraph.training.generator",
+    ],
+)

@@ -27,13 +27,7 @@ from fixgraph.training.fit import Tracking
 log = logging.getLogger(__name__)
 
 
-def _register() -> None:
-    # importing the modules registers their kinds
-    from fixgraph.training import bi_encoder, cross_encoder, generator, link_prediction  # noqa: F401
-
-
 def build_trainer(cfg: Any) -> Trainer:
-    _register()
     trainer: Trainer = build(TRAINERS, cfg)
     return trainer
 

@@ -121,8 +121,9 @@ def _retriever(tmp_path: Path, option: str, **overrides: Any) -> Any:
         _write_graph(graph)
     cfg = compose([f"retriever={option}", "embedder=hashing", "embedder.dim=64", f"paths.artifacts={tmp_path}"])
     node = to_dict(cfg.retriever)
-    node.update(graph_dir=str(graph), synonym_threshold=2.0)  # no synonymy edges: compare the stored graph
-    node["linking"] = {**node.get("linking", {}), "min_similarity": 1.01, "query_phrases": False}  # names only
+    if "graph_dir" in node:  # entity-graph retrievers (PPR, typed paths)
+        node.update(graph_dir=str(graph), synonym_threshold=2.0)  # no synonymy edges: compare the stored graph
+        node["linking"] = {**node.get("linking", {}), "min_similarity": 1.01, "query_phrases": False}  # names only
     node.update(overrides)
     retriever = build_retriever(node)
     retriever.build(CHUNKS, tmp_path / option)

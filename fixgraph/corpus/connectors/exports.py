@@ -43,7 +43,6 @@ class ExportFolder:
         license: str = "",
         max_bytes: int = 200_000_000,
         base_url: str = "",
-        **_: Any,
     ):
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)

@@ -79,7 +79,6 @@ class FolderCorpus:
         license: str = "",
         version: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)

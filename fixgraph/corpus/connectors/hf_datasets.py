@@ -56,7 +56,6 @@ class HFDatasetCorpus:
         version: str = "",
         max_bytes: int = 500_000_000,
         max_text_chars: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         if text_format not in FORMATS:
             raise ValueError(f"corpus {name}: text_format must be one of {', '.join(FORMATS)}, not {text_format!r}")

@@ -84,7 +84,6 @@ class SupportSiteCorpus:
         selectors: Mapping[str, Any] | None = None,
         license: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         if min_interval_s < 0 or max_pages <= 0:
             raise ValueError(f"corpus {name}: min_interval_s must be >= 0 and max_pages > 0")

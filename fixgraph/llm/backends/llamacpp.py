@@ -25,7 +25,6 @@ class LlamaCppLLM:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         seed: int = 0,
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a .gguf path or a name from `fixgraph llm list`)")

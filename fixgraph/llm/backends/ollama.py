@@ -20,7 +20,6 @@ class OllamaLLM:
         model: str = "",
         host: str = "http://127.0.0.1:11434",
         timeout_s: float = 120,
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (an ollama model tag, e.g. qwen2.5-coder:1.5b)")

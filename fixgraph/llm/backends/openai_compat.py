@@ -39,7 +39,6 @@ class OpenAICompatibleLLM:
         timeout_s: float = 120,
         schema_mode: str = "json_schema",
         model_digest: str = "",
-        **_: Any,
     ) -> None:
         if schema_mode not in SCHEMA_MODES:
             raise ValueError(f"llm {name}: unknown schema_mode {schema_mode!r}; valid: {', '.join(SCHEMA_MODES)}")

@@ -30,7 +30,6 @@ class TransformersLLM:
         dtype: str = "bfloat16",
         quantization: str | None = None,
         adapter: str | None = None,
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a model folder, a .gguf file or a catalog name)")
