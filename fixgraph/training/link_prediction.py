@@ -316,10 +316,14 @@ class LinkPredictionTrainer(Trainer):
         names = [str(n) for n in store.nodes["name"]]
         cache = EmbeddingCache(Path(self.embedding_cache)) if self.embedding_cache else None
         vectors = cache.embed(embedder, names) if cache else embedder.embed_documents(names)
+        unrankable: dict[str, int] = {}
         parts = {TRAIN: split.train.assign(negatives=pd.Series([[] for _ in range(len(split.train))], dtype=object))}
         for offset, (part, frame) in enumerate(((VALIDATION, split.validation), ("test", split.test)), start=1):
             negatives = sample_negatives(frame, store.edges, node_types, d.negatives, d.seed + offset)
-            parts[part] = frame.assign(negatives=pd.Series(negatives, index=frame.index, dtype=object))
+            frame = frame.assign(negatives=pd.Series(negatives, index=frame.index, dtype=object))
+            # an edge whose tail type has no other node cannot be ranked against anything: not scored
+            unrankable[part] = int(sum(not n for n in negatives))
+            parts[part] = frame[[bool(n) for n in negatives]]
         edges = datasets.DatasetDict(
             {k: datasets.Dataset.from_pandas(v, preserve_index=False) for k, v in parts.items()}
         )
@@ -336,6 +340,7 @@ class LinkPredictionTrainer(Trainer):
         return {
             "nodes": len(nodes),
             "splits": {k: len(v) for k, v in parts.items()},
+            "unrankable_held_out": unrankable,
             "node_embedder": embedder.identity(),
         }
 
