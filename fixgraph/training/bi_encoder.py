@@ -121,6 +121,17 @@ def same_page_mask(query_docs: Sequence[str], candidate_docs: Sequence[str]) -> 
     return mask
 
 
+def freeze_bottom(model: Any, layers: int) -> None:
+    """Freeze the token embeddings and the first `layers` transformer layers (BERT / MPNet layout): they
+    keep the pretrained features, and the backward pass stops above them (a large saving on a CPU)."""
+    network = model[0].auto_model
+    blocks = network.encoder.layer
+    if not 0 < layers <= len(blocks):
+        raise ValueError(f"trainer: freeze_layers={layers} but the model has {len(blocks)} layers")
+    for module in [network.embeddings, *blocks[:layers]]:
+        module.requires_grad_(False)
+
+
 class PairCollator:
     def __init__(self, query_prefix: str, document_prefix: str) -> None:
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
@@ -185,6 +196,7 @@ class BiEncoderTrainer(Trainer):
         warmup_ratio: float = 0.1,
         scale: float = 20.0,
         max_seq_length: int = 256,
+        freeze_layers: int = 0,
     ) -> None:
         super().__init__(name, data_dir, output, data, fit)
         self.data = settings_from(PairData, data, f"trainer {name}: data")
@@ -194,7 +206,7 @@ class BiEncoderTrainer(Trainer):
             raise ValueError(f"trainer {name}: batch_size must be >= 2 (in-batch negatives), got {batch_size}")
         self.base = dict(base)
         self.batch_size, self.learning_rate, self.warmup_ratio = batch_size, learning_rate, warmup_ratio
-        self.scale, self.max_seq_length = scale, max_seq_length
+        self.scale, self.max_seq_length, self.freeze_layers = scale, max_seq_length, freeze_layers
 
     def model_config(self) -> dict[str, Any]:
         return {
@@ -204,6 +216,7 @@ class BiEncoderTrainer(Trainer):
             "warmup_ratio": self.warmup_ratio,
             "scale": self.scale,
             "max_seq_length": self.max_seq_length,
+            "freeze_layers": self.freeze_layers,
         }
 
     def prepare(self, cfg: DictConfig) -> None:
@@ -254,6 +267,8 @@ class BiEncoderTrainer(Trainer):
         # a fresh copy: the embedder registry caches loaded models, and this one is about to change
         model = SentenceTransformer(str(self.base_path()), device="cpu")
         model.max_seq_length = self.max_seq_length
+        if self.freeze_layers:
+            freeze_bottom(model, self.freeze_layers)
         collate = PairCollator(str(self.base.get("query_prefix", "")), str(self.base.get("document_prefix", "")))
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
         train = DataLoader(splits[TRAIN], self.batch_size, shuffle=True, collate_fn=collate, generator=generator)

@@ -9,7 +9,7 @@ permutation p-values, Holm over the declared family (GNNs x mrr, hits_at_10, auc
 
 Outputs (artifacts/linkpred/<corpus>/): per_edge.parquet, comparison.{md,json}, by_relation.md,
 summary.json, and predicted_edges.parquet: for every tested relation (or `relations`) and its observed
-(head type, tail type) pairs, the first GNN's new links (not in the graph) with probability >=
+(head type, tail type) pairs, the new links of the GNN with the best validation MRR (not in the graph) with probability >=
 `threshold`, at most `top_k` per head and `max_edges` in all; `extra_edges:` of a graph retriever adds
 them (fixgraph/retrieval/graph_index.py).
 """
@@ -204,11 +204,12 @@ def linkpred(cfg: DictConfig) -> StageResult:
         write_text(out / "by_relation.md", by_relation(test, systems, comparison_settings) + "\n")
         store = GraphStore.read(Path(str(cfg.paths.artifacts)) / "graph" / str(cfg.corpus.name))
         node_types = dict(zip(store.nodes["node_id"], store.nodes["type"], strict=True))
-        first = next(iter(models.values()))
+        # the layer comes from the GNN with the best validation MRR (chosen without the test edges)
+        layer_model = max(models, key=lambda m: (float(val_mrr[m]), m))
         # only relations whose held-out edges measured the predictor (rarer ones were never tested)
         layer_relations = sorted(set(test["relation"])) if settings.relations is None else list(settings.relations)
         layer = predicted_edges(
-            gnn_scorer(first, data)[1],
+            gnn_scorer(models[layer_model], data)[1],
             store.edges,
             node_types,
             layer_relations,
@@ -219,6 +220,7 @@ def linkpred(cfg: DictConfig) -> StageResult:
         layer.to_parquet(out / "predicted_edges.parquet", index=False)
         summary = {
             "best_baseline": best,
+            "layer_model": layer_model,
             "validation_mrr": {s: round(float(v), 4) for s, v in val_mrr.items()},
             "test": {r["system"] + "." + r["metric"]: r["mean"] for r in report.to_json()["rows"]},
             "test_edges": int(test["qid"].nunique()),
