@@ -34,9 +34,10 @@ def commands() -> dict[str, Command]:
     from fixgraph.experiment.commands import COMMANDS as EXPERIMENT
     from fixgraph.llm.commands import COMMANDS as LLM
     from fixgraph.pipeline.commands import COMMANDS as PIPELINE
+    from fixgraph.serve.commands import COMMANDS as SERVE
     from fixgraph.training.commands import COMMANDS as TRAINING
 
-    table = [*PIPELINE, *EXPERIMENT, *ANSWER, *TRAINING, *LLM, *BENCH]
+    table = [*PIPELINE, *EXPERIMENT, *ANSWER, *TRAINING, *LLM, *BENCH, *SERVE]
     names = [c.name for c in table]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:

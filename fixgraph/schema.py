@@ -38,6 +38,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "split": ("fixgraph.evaluation.splits", "SPLITS"),
     "experiment": ("fixgraph.experiment.runners", "EXPERIMENTS"),
     "sweep": ("fixgraph.experiment.sweep_spec", "SWEEPS"),
+    "serve": ("fixgraph.serve.settings", "SERVERS"),
 }
 # Fields of an option that hold options of another group (one, or a mapping name -> option).
 NESTED: dict[str, tuple[str, bool]] = {
@@ -82,6 +83,7 @@ class Evaluation:
     ndcg_k: int = MISSING
     depth: int = MISSING
     min_gold_coverage: float = MISSING
+    allow_unmapped: bool = MISSING
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
 
 
@@ -177,6 +179,17 @@ class Training:
     trainers: Any = MISSING  # name -> trainer option, checked by validate()
 
 
+@dataclass
+class Expansion:
+    output: str = MISSING
+    work_dir: str = MISSING
+    prompt: str = MISSING
+    questions: int = MISSING
+    max_tokens: int = MISSING
+    max_chunks: int | None = None
+    llm: Any = MISSING  # an llm option, checked against its implementation in `validate`
+
+
 SECTIONS: dict[str, type] = {
     "paths": Paths,
     "tracking": Tracking,
@@ -185,6 +198,7 @@ SECTIONS: dict[str, type] = {
     "comparison": Comparison,
     "graph": Graph,
     "training": Training,
+    "expansion": Expansion,
 }
 # free-form: `systems` (checked as retriever options), `seed`, and `bench` (a benchmark's own knobs,
 # appended with +bench.x=... and read only by that benchmark)
@@ -254,3 +268,5 @@ def validate(cfg: DictConfig) -> None:
     corpus_qa = training.get("corpus_qa") or {}
     if corpus_qa.get("llm") is not None:
         check_option("llm", corpus_qa["llm"], "training.corpus_qa.llm")
+    if cfg.get("expansion") is not None and cfg.expansion.get("llm") is not None:
+        check_option("llm", cfg.expansion.llm, "expansion.llm")

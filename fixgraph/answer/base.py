@@ -68,6 +68,15 @@ class GroundedAnswer:
         return self.cost.setdefault(name, StageCost())
 
 
+@dataclass
+class Prepared:
+    """An answer before the model is asked: `prompt` None means decided without a call (abstained)."""
+
+    result: GroundedAnswer
+    prompt: str | None
+    n_context: int = 0
+
+
 class Answerer(Protocol):
     name: str
     retrieves: bool  # False: closed book, no retriever is opened
@@ -75,6 +84,15 @@ class Answerer(Protocol):
     def answer(
         self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
     ) -> GroundedAnswer: ...
+
+    # the three steps of `answer`, for callers that stream the model's reply (the API)
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared: ...
+
+    def request(self, llm: Any) -> dict[str, Any]: ...
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer: ...
 
 
 # the `answers` run's settings, read by answer/run.py around the answerer
@@ -139,12 +157,30 @@ class _Base:
         self.policy = AbstentionPolicy.from_config(abstention)
         self.template, self.prompt_version = load_prompt(prompt)
 
-    def _ask(self, llm: Any, prompt: str, result: GroundedAnswer) -> str:
+    def request(self, llm: Any) -> dict[str, Any]:
+        """The generation parameters of the answer call (the schema only for backends that constrain)."""
         schema = {"schema": ANSWER_SCHEMA} if getattr(llm, "supports_schema", False) else {}
+        return {"temperature": 0.0, "max_tokens": self.max_tokens, **schema}
+
+    def answer(
+        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> GroundedAnswer:
+        """prepare -> one model call -> finish; streaming callers (the API) run the same three steps."""
+        prepared = self.prepare(qid, question, hits, chunks, system)
+        if prepared.prompt is None:
+            return prepared.result
         started = time.perf_counter()
-        completion = llm.complete(prompt, stage="answer", temperature=0.0, max_tokens=self.max_tokens, **schema)
-        result.stage("answer").add(completion, time.perf_counter() - started)
-        return str(completion.text)
+        completion = llm.complete(prepared.prompt, stage="answer", **self.request(llm))
+        prepared.result.stage("answer").add(completion, time.perf_counter() - started)
+        return self.finish(prepared, str(completion.text))
+
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
+        raise NotImplementedError
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        raise NotImplementedError
 
 
 @ANSWERERS.register("grounded")
@@ -163,25 +199,29 @@ class GroundedAnswerer(_Base):
             raise ValueError(f"answer {name}: context_tokens and max_chunks must be >= 1")
         self.context_tokens, self.max_chunks = context_tokens, max_chunks
 
-    def answer(
-        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
-    ) -> GroundedAnswer:
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
         result = GroundedAnswer(qid, system, prompt_version=self.prompt_version)
         min_score = self.policy.min_top_score
         if min_score is not None and (not hits or hits[0].score < min_score):
             result.abstained, result.abstain_reason = True, "low_score"
-            return result
+            return Prepared(result, None)
         context = pack_context(hits, chunks, self.context_tokens, self.max_chunks)
         if not context:
             result.abstained, result.abstain_reason = True, "empty_context"
-            return result
+            return Prepared(result, None)
         result.context_ids = [c.id for c in context]
         blocks = "\n\n".join(chunk_block(i, c) for i, c in enumerate(context, start=1))
         result.context_tokens = count_tokens(blocks)
-        parsed = parse_reply(self._ask(llm, self.template.substitute(context=blocks, question=question), result))
+        return Prepared(result, self.template.substitute(context=blocks, question=question), len(context))
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        result = prepared.result
+        parsed = parse_reply(reply)
         result.reply_format = parsed.format
         for text, numbers in parsed.sentences:
-            valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= len(context)]
+            valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= prepared.n_context]
             result.stripped_citations += len(numbers) - len(valid)
             result.sentences.append(Sentence(text, tuple(dict.fromkeys(valid))))
         if model_abstained(parsed) and self.policy.model:
@@ -208,11 +248,15 @@ class ClosedBookAnswerer(_Base):
     ) -> None:
         super().__init__(name, prompt, max_tokens, abstention)
 
-    def answer(
-        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
-    ) -> GroundedAnswer:
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
         result = GroundedAnswer(qid, system, prompt_version=self.prompt_version)
-        parsed = parse_reply(self._ask(llm, self.template.substitute(question=question), result))
+        return Prepared(result, self.template.substitute(question=question))
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        result = prepared.result
+        parsed = parse_reply(reply)
         result.reply_format = parsed.format
         result.stripped_citations = sum(len(numbers) for _, numbers in parsed.sentences)
         result.sentences = [Sentence(text) for text, _ in parsed.sentences]

@@ -22,7 +22,7 @@ def _label(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.answer.labelling import label_session
     from fixgraph.evaluation.splits import resolve_questions
 
-    questions, _, _ = resolve_questions(cfg, args.questions, None)
+    questions = resolve_questions(cfg, args.questions, None).questions
     written = label_session(args.answers, questions, args.labels, seed=int(cfg.seed), limit=args.limit)
     print(f"{written} labels written to {args.labels}")
     return 0

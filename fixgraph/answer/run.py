@@ -33,7 +33,7 @@ from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, summarise, summary_json
 from fixgraph.evaluation.result import EvaluationResult
-from fixgraph.evaluation.splits import resolve_questions
+from fixgraph.evaluation.splits import QuestionSet, resolve_questions
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
@@ -101,7 +101,8 @@ def run_answers(
     from fixgraph.llm.base import build_llm
 
     layout = Layout.from_config(cfg)
-    questions, questions_path, base_name = resolve_questions(cfg, questions_path, name)
+    question_set = resolve_questions(cfg, questions_path, name)
+    questions, base_name = question_set.questions, question_set.name
     questions = pick_questions(questions, cfg.answer.get("max_questions"))
     name = f"answers_{base_name}"
     answerer = build_answerer(cfg.answer)
@@ -110,6 +111,8 @@ def run_answers(
     docs, chunk_list = load_documents(cfg), load_chunks(cfg)
     chunks = {c.id: c for c in chunk_list}
     mapping = map_gold(questions, docs, chunk_list)
+    allow_unmapped = bool(cfg.evaluation.get("allow_unmapped", False))
+    mapping.check(float(cfg.evaluation.min_gold_coverage), questions, allow_unmapped)  # unmapped gold is loud here too
     llm = build_llm(cfg.llm)
     scorer = _Scorer(cfg, llm)
     closed = ClosedBookAnswerer(
@@ -132,7 +135,7 @@ def run_answers(
             scored.append(scorer.score(question, answer, chunks, retrieved))
             log.info("%s %d/%d %s: %s", label, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
     llms = {"llm": llm, "verifier": scorer.verifier.llm}
-    return _finish(cfg, layout, name, questions, questions_path, mapping, scored, chunk_result.info, llms, track)
+    return _finish(cfg, layout, name, questions, question_set, mapping, scored, chunk_result.info, llms, track)
 
 
 def _finish(
@@ -140,7 +143,7 @@ def _finish(
     layout: Layout,
     name: str,
     questions: list[Question],
-    questions_path: Path,
+    question_set: QuestionSet,
     mapping: Any,
     scored: list[ScoredAnswer],
     chunker_info: dict[str, Any],
@@ -164,10 +167,11 @@ def _finish(
     manifest = read_json(layout.manifest)
     info: dict[str, Any] = {
         "name": name,
-        "questions_file": str(questions_path),
-        "questions_hash": sha256_file(questions_path),
+        "questions_file": str(question_set.path),
+        "questions_hash": sha256_file(question_set.path),
         "questions": len(questions),
         "scored_questions": len(questions),
+        "locked_excluded": question_set.exclusion(),
         "gold_coverage": mapping.coverage,
         "corpus": manifest["corpus"],
         "corpus_hash": manifest["corpus_hash"],

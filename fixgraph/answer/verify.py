@@ -38,6 +38,8 @@ class SentenceVerdict:
     text: str
     citations: tuple[str, ...]
     reasons: dict[str, str] = field(default_factory=dict)  # chunk id -> supported | llm_unsupported | ...
+    # chunk id -> [start, end) of the verifier's quote in the chunk's text, where it was found
+    quotes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def supporting(self) -> tuple[str, ...]:
@@ -92,6 +94,12 @@ class ClaimVerifier:
 
     def check_pair(self, sentence: str, text: str, answer: GroundedAnswer | None = None) -> str:
         """The reason code of one (sentence, source text) check: 'supported' or why not."""
+        return self.check_span(sentence, text, answer)[0]
+
+    def check_span(
+        self, sentence: str, text: str, answer: GroundedAnswer | None = None
+    ) -> tuple[str, tuple[int, int] | None]:
+        """(reason code, where the supporting quote lies in `text` when it was found there)."""
         prompt = self.template.substitute(text=text, claim=sentence)
         started = time.perf_counter()
         try:
@@ -103,16 +111,18 @@ class ClaimVerifier:
                 for completion in exc.completions:
                     answer.stage("verify").add(completion, 0.0)
                 answer.stage("verify").seconds += time.perf_counter() - started
-            return "invalid_answer"
+            return "invalid_answer", None
         if answer is not None:
             cost = answer.stage("verify")
             for completion in result.completions:
                 cost.add(completion, 0.0)
             cost.seconds += time.perf_counter() - started
         if not result.value["supported"]:
-            return "llm_unsupported"
-        score, _, _ = align(str(result.value["quote"]).strip(), text)
-        return "supported" if score >= self.quote_min else "quote_not_in_chunk"
+            return "llm_unsupported", None
+        score, start, end = align(str(result.value["quote"]).strip(), text)
+        if score < self.quote_min:
+            return "quote_not_in_chunk", None
+        return "supported", (start, end)
 
     def verify(self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]) -> Verification:
         verification = Verification()
@@ -120,9 +130,12 @@ class ClaimVerifier:
             verdict = SentenceVerdict(sentence.text, sentence.citations)
             for chunk_id in sentence.citations:
                 chunk = chunks.get(chunk_id)
-                verdict.reasons[chunk_id] = (
-                    self.check_pair(sentence.text, chunk.text, answer) if chunk else "unknown_chunk"
-                )
+                if chunk is None:
+                    verdict.reasons[chunk_id] = "unknown_chunk"
+                    continue
+                verdict.reasons[chunk_id], span = self.check_span(sentence.text, chunk.text, answer)
+                if span is not None:
+                    verdict.quotes[chunk_id] = span
             verification.sentences.append(verdict)
         return verification
 

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.commands import Command, csv
+from fixgraph.evaluation.cli_flags import add_question_flags, question_flag_words
 
 
 def _evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=Path, help="any question file in the shared format")
     parser.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
     parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    add_question_flags(parser)
 
 
 def _evaluate(args: argparse.Namespace, cfg: Any) -> int:
@@ -42,6 +44,7 @@ def _answers_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
     parser.add_argument("--study", help="answer with a finalist of this locked-test study (with --finalist)")
     parser.add_argument("--finalist", help="the finalist's system name (experiments/<study>/finalists.yaml)")
+    add_question_flags(parser)
 
 
 def _answers(args: argparse.Namespace, cfg: Any) -> int:
@@ -243,13 +246,21 @@ COMMANDS = [
         "the main job: fetch, ingest, chunk, index and evaluate, then print the table",
         _evaluate,
         _evaluation_arguments,
+        take_words=question_flag_words,
     ),
-    Command("evaluate", "score the configured systems on a question file", _evaluate, _evaluation_arguments),
+    Command(
+        "evaluate",
+        "score the configured systems on a question file",
+        _evaluate,
+        _evaluation_arguments,
+        take_words=question_flag_words,
+    ),
     Command(
         "answers",
         "answer, verify and judge the split's questions (answer=, judge=, llm=)",
         _answers,
         _answers_arguments,
+        take_words=question_flag_words,
     ),
     Command(
         "split", "freeze the dev/test split of the question pool, or verify the frozen one", _split, _split_arguments

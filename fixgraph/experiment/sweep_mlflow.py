@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from fixgraph.experiment.sweep_spec import SweepSpec
 from fixgraph.io import write_json
+from fixgraph.redact import REDACTED, is_secret, redact
 from fixgraph.tracking import flatten
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def log_trial(
         "study": study,
         "trial": str(trial.number),
         "scoring_path": result.stats.path,
-        "overrides": " ".join(result.overrides)[:5000],
+        "overrides": " ".join(redact_overrides(result.overrides))[:5000],
         "swept_system": result.system,
     }
     run = client.create_run(
@@ -68,7 +69,7 @@ def log_trial(
     now = int(_time.time() * 1000)
     params = {
         **{f"trial.{k}": str(v) for k, v in trial.params.items()},
-        **flatten(result.system_config, "system."),
+        **flatten(redact(result.system_config), "system."),
     }
     values = {**metrics, "cache_hits": float(result.stats.hits), "cache_misses": float(result.stats.misses)}
     items = [Param(k, v) for k, v in params.items()]
@@ -105,12 +106,12 @@ def record(cfg: DictConfig, study: Any, summary: SweepSummary) -> None:
                     {
                         **{f"best.{k}": str(v) for k, v in summary.best_params.items()},
                         "best.trial": str(best.number),
-                        "best.overrides": " ".join(best.user_attrs.get("overrides", []))[:5000],
+                        "best.overrides": " ".join(redact_overrides(best.user_attrs.get("overrides", [])))[:5000],
                         "best.mlflow_run_id": str(best.user_attrs.get("mlflow_run_id", "")),
                     }
                 )
                 with tempfile.TemporaryDirectory() as tmp:
-                    write_json(Path(tmp) / "best_system.json", best.user_attrs.get("system_config", {}))
+                    write_json(Path(tmp) / "best_system.json", redact(best.user_attrs.get("system_config", {})))
                     mlflow.log_artifact(str(Path(tmp) / "best_system.json"))
             mlflow.log_artifact(str(folder / "trials.csv"))
             mlflow.log_artifact(str(folder / "summary.json"))
@@ -152,3 +153,12 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
             plt.close(figure)
             written.append(path)
     return written
+
+
+def redact_overrides(overrides: list[str]) -> list[str]:
+    """`llm.api_key=sk-...` -> `llm.api_key=<redacted>` (a sweep's overrides are tags of its runs)."""
+    out = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        out.append(f"{key}={REDACTED}" if sep and value and is_secret(key.rsplit(".", 1)[-1]) else override)
+    return out

@@ -113,7 +113,8 @@ class TrialRunner:
             chunk(cfg)
             chunks = load_chunks(cfg)
             mapping = map_gold(self.questions, load_documents(cfg), chunks)
-            mapping.check(float(cfg.evaluation.min_gold_coverage))
+            # a question whose gold maps nowhere is an error here as in `fixgraph evaluate`
+            mapping.check(float(cfg.evaluation.min_gold_coverage), self.questions, bool(cfg.evaluation.allow_unmapped))
             self._corpora[key] = Corpus(chunks, mapping, Replayer(cfg, chunks, CandidateStore.of(self.base_cfg)))
         return self._corpora[key]
 

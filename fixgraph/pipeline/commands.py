@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.commands import Command
+from fixgraph.evaluation.cli_flags import add_question_flags, question_flag_words
 
 
 def _config(args: argparse.Namespace, cfg: Any) -> int:
@@ -75,6 +76,13 @@ def _index(args: argparse.Namespace, cfg: Any) -> int:
     return 0
 
 
+def _expand(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.pipeline.expansion import expand
+
+    print(expand(cfg).info)
+    return 0
+
+
 def _candidates(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.pipeline.candidates import CandidateStore, record_candidates
 
@@ -123,5 +131,12 @@ COMMANDS = [
         _export_arguments,
     ),
     Command("index", "build the index of one system (default: every configured system)", _index, _index_arguments),
-    Command("candidates", "record every configured system's rankings and scores in the candidate cache", _candidates),
+    Command("expand", "document expansion: LLM-generated questions per chunk (journaled, cached)", _expand),
+    Command(
+        "candidates",
+        "record every configured system's rankings and scores in the candidate cache",
+        _candidates,
+        add_question_flags,
+        take_words=question_flag_words,
+    ),
 ]

@@ -64,7 +64,11 @@ def test_linkpred_compares_gnns_with_heuristics_and_writes_a_layer(fixture_confi
         for name in ("gnn_linkpred", "gnn_linkpred_mlp")
         for key in ("fit.epochs=3", "data.min_relation_edges=3", "data.negatives=10", "node_embedder=${embedder}")
     ]
-    overrides = [*small, "training.linkpred.trainers=[gnn_linkpred,gnn_linkpred_mlp]", "training.linkpred.threshold=0.0"]
+    overrides = [
+        *small,
+        "training.linkpred.trainers=[gnn_linkpred,gnn_linkpred_mlp]",
+        "training.linkpred.threshold=0.0",
+    ]
     cfg = fixture_config(overrides)
     result = linkpred(cfg)
     out = Path(cfg.training.linkpred.output)
@@ -110,6 +114,8 @@ def test_qlora_tiny_run_on_the_real_model(fixture_config: Callable[..., DictConf
     assert result.status == "built" and card["steps"] == 3
     assert card["quantized_layers"] == 24 * 7  # every projection of Qwen2.5-0.5B's 24 layers is 4-bit
     assert set(card["weights_sha256"]) == {"adapter_model.safetensors"}  # only the adapters are saved
-    served = fixture_config(["llm=qwen_coder_05b_qlora", f"llm.adapter={out}", "llm.model_dir=models", "llm.cache.enabled=false"])
+    served = fixture_config(
+        ["llm=qwen_coder_05b_qlora", f"llm.adapter={out}", "llm.model_dir=models", "llm.cache.enabled=false"]
+    )
     completion = build_llm(served.llm).complete("Say yes.", max_tokens=4)
     assert completion.output_tokens >= 1

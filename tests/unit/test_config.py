@@ -25,6 +25,7 @@ from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.rerank import build_reranker
 from fixgraph.schema import GROUPS, validate
+from fixgraph.serve.settings import build_settings
 from fixgraph.training.stages import build_trainer
 from tests.conftest import CONF, REPO, option_names
 
@@ -50,6 +51,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "experiment": build_experiment,
     "sweep": build_sweep,
     "trainer": build_trainer,
+    "serve": build_settings,
 }
 
 CASES = [(group, option) for group in BUILDERS for option in option_names(group)]
@@ -88,7 +90,9 @@ def test_unknown_keys_fail_at_build_time_too() -> None:
 
     with pytest.raises(ConfigError, match="unknown key\\(s\\) rrf_kk; valid keys: kind, name, channels"):
         build_retriever({**systems_of(compose([]))["hybrid"], "rrf_kk": 5})
-    with pytest.raises(ConfigError, match="split 'x' \\(kind file\\): missing key\\(s\\) questions"):
+    with pytest.raises(
+        ConfigError, match="split 'x' \\(kind file\\): missing key\\(s\\) exclude_locked, lock, questions"
+    ):
         build(SPLITS, {"kind": "file", "name": "x"})
 
 

@@ -116,3 +116,13 @@ def test_duplicate_and_budget_rules_by_hand() -> None:
     # budget: complete 0 + running lower 3 = 2 taken before trial 4 (trial 5 does not count)
     assert not _over_budget([*claims, me], me, 3)
     assert _over_budget([*claims, me], me, 2)
+
+
+def test_trial_records_in_mlflow_hide_secrets() -> None:
+    from fixgraph.experiment.sweep_mlflow import redact_overrides
+
+    assert redact_overrides(["llm.api_key=sk-live", "retriever=dense", "+llm.token=x"]) == [
+        "llm.api_key=<redacted>",
+        "retriever=dense",
+        "+llm.token=<redacted>",
+    ]
