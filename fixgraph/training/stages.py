@@ -4,7 +4,9 @@ All are incremental like every fixgraph stage (a key of config + input hashes + 
 stages (pipelines/training/dvc.yaml), so dvc.lock pins the data's and the model's hashes. The trainer
 is the global `trainer` option, or with `name`, one of `training.trainers` (what the DVC pipeline
 trains, one stage per name). The model folder gets a card, `fixgraph_model.json`: trainer config, data
-hash, split sizes, losses, the MLflow run id, git sha and the weights' sha256.
+hash, split sizes, losses and the weights' sha256; how this build went (seconds, the MLflow run id, the
+checkpoint it resumed from, git sha) goes to `_run/stage.json`, outside DVC's hashes, so the card of a
+model retrained bit for bit is byte for byte the same.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from fixgraph.training.data import data_hash
 from fixgraph.training.fit import Tracking
 
 log = logging.getLogger(__name__)
+
+# facts of one build, not of the model: kept out of the card (fixgraph/io.py RUN_DIR)
+RUN_FACTS = ("fit_seconds", "mlflow_run_id", "resumed_from")
 
 
 def build_trainer(cfg: Any) -> Trainer:
@@ -106,14 +111,15 @@ def train(cfg: DictConfig, name: str | None = None) -> StageResult:
             "data_dir": str(trainer.data_dir),
             "data_sha256": data_sha,
             "data": {k: v for k, v in data_result.info.items() if k not in ("seconds", "data_sha256")},
-            **facts,
-            **({"git_sha": _git_sha()} if tracking is None else {"git_sha": tracking.tags.get("git_sha", "")}),
+            **{k: v for k, v in facts.items() if k not in RUN_FACTS},
         }
         write_json(out / MANIFEST, card)
         if tracking is not None and facts.get("mlflow_run_id"):
             _log_card(tracking, str(facts["mlflow_run_id"]), out / MANIFEST, facts)
+        git_sha = _git_sha() if tracking is None else tracking.tags.get("git_sha", "")
         return {k: card[k] for k in ("name", "kind", "data_sha256", "steps", "best_val_loss") if k in card} | {
-            "weights_sha256": card.get("weights_sha256", {})
+            "weights_sha256": card.get("weights_sha256", {}),
+            "run": {**{k: facts[k] for k in RUN_FACTS if k in facts}, "git_sha": git_sha},
         }
 
     result = run_stage("train", trainer.output, key, produce)

@@ -43,11 +43,15 @@ def test_bi_encoder_trains_on_corpus_pairs_and_loads_as_an_embedder(fixture_conf
     kinds = {r["query_kind"] for s in splits.values() for r in s}
     assert result.status == "built" and "llm_question" in kinds and {"title", "heading"} <= kinds
     assert card["data_sha256"] == result.info["data_sha256"] and card["steps"] >= 1
+    # the card holds what the model is; this build's seconds and MLflow run live in _run/ (not hashed)
+    assert not {"fit_seconds", "mlflow_run_id", "git_sha"} & set(card) and result.run["fit_seconds"] > 0
+    run_id = result.run["mlflow_run_id"]
     client = mlflow.tracking.MlflowClient(tracking_uri=str(cfg.tracking.uri))
-    assert client.get_metric_history(card["mlflow_run_id"], "train_loss")  # the curve is in MLflow
-    assert client.get_metric_history(card["mlflow_run_id"], "val_loss")
+    assert client.get_metric_history(run_id, "train_loss")  # the curve is in MLflow
+    assert client.get_metric_history(run_id, "val_loss")
     # embedder=minilm_corpus loads it; its identity is the card's weights hash, so indexes move on
-    system = fixture_config([*FAKE_QA, "retriever=dense_minilm_corpus"]).retriever
+    # (global embedder=minilm: the fixture's hashing embedder would lend its `dim` to the composed node)
+    system = fixture_config([*FAKE_QA, "embedder=minilm", "retriever=dense_minilm_corpus"]).retriever
     embedder = build_embedder(system.embedder)
     assert embedder.embed_queries(["dark screen"]).shape == (1, 384)
     assert card["weights_sha256"]["model.safetensors"] in embedder.weights_identity()  # type: ignore[attr-defined]
