@@ -9,9 +9,9 @@ permutation p-values, Holm over the declared family (GNNs x mrr, hits_at_10, auc
 
 Outputs (artifacts/linkpred/<corpus>/): per_edge.parquet, comparison.{md,json}, by_relation.md,
 summary.json, and predicted_edges.parquet: for every tested relation (or `relations`) and its observed
-(head type, tail type) pairs, the new links of the GNN with the best validation MRR (not in the graph) with probability >=
-`threshold`, at most `top_k` per head and `max_edges` in all; `extra_edges:` of a graph retriever adds
-them (fixgraph/retrieval/graph_index.py).
+(head type, tail type) pairs, the new links (not in the graph) of the GNN with the best validation MRR,
+with probability >= `threshold`, at most `top_k` per head and `max_edges` in all; `extra_edges:` of a
+graph retriever adds them (fixgraph/retrieval/graph_index.py).
 """
 
 from __future__ import annotations
