@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("httpx", "urllib3", "alembic", "sentence_transformers", "mlflow", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)  # warns on import that a hub kernel is unreachable
     from fixgraph.errors import USER_ERRORS
 
     try:

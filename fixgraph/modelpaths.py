@@ -32,6 +32,14 @@ def resolve_model_path(model: str) -> Path:
 def model_identity(model: str) -> str:
     """A string that changes whenever the weights could: package name and version, or the folder."""
     path = Path(model).expanduser()
+    card = path / "fixgraph_model.json"
+    if card.exists():
+        # a model fixgraph trained: its card holds the weights' sha256 (a retrained model keeps its size)
+        import json
+
+        weights_sha = json.loads(card.read_text(encoding="utf-8")).get("weights_sha256")
+        if weights_sha:
+            return "trained:" + ",".join(f"{name}:{digest}" for name, digest in sorted(weights_sha.items()))
     if path.exists():
         weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
         stamp = ",".join(f"{w.name}:{w.stat().st_size}" for w in weights)

@@ -34,7 +34,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "llm": ("fixgraph.llm.base", "LLMS"),
     "judge": ("fixgraph.evaluation.judge", "JUDGES"),
     "answer": ("fixgraph.answer.base", "ANSWERERS"),
-    "trainer": ("fixgraph.training.cross_encoder", "TRAINERS"),
+    "trainer": ("fixgraph.training.base", "TRAINERS"),
     "split": ("fixgraph.evaluation.splits", "SPLITS"),
     "experiment": ("fixgraph.experiment.runners", "EXPERIMENTS"),
     "sweep": ("fixgraph.experiment.sweep_spec", "SWEEPS"),
@@ -150,6 +150,36 @@ class Graph:
 
 
 @dataclass
+class CorpusQA:
+    output: str = MISSING
+    prompt: str = MISSING
+    min_words: int = MISSING
+    min_support: float = MISSING
+    max_tokens: int = MISSING
+    max_chunks: Any = MISSING  # int or null
+    exclude_questions: list[str] = MISSING
+    max_benchmark_similarity: float = MISSING
+    llm: Any = MISSING  # an llm option, checked by validate()
+
+
+@dataclass
+class LinkPred:
+    output: str = MISSING
+    trainers: list[str] = MISSING
+    relations: Any = MISSING  # list of relation names or null
+    threshold: float = MISSING
+    top_k: int = MISSING
+    max_edges: int = MISSING
+
+
+@dataclass
+class Training:
+    corpus_qa: CorpusQA = field(default_factory=CorpusQA)
+    linkpred: LinkPred = field(default_factory=LinkPred)
+    trainers: Any = MISSING  # name -> trainer option, checked by validate()
+
+
+@dataclass
 class Expansion:
     output: str = MISSING
     work_dir: str = MISSING
@@ -167,6 +197,7 @@ SECTIONS: dict[str, type] = {
     "splitting": Splitting,
     "comparison": Comparison,
     "graph": Graph,
+    "training": Training,
     "expansion": Expansion,
 }
 # free-form: `systems` (checked as retriever options), `seed`, and `bench` (a benchmark's own knobs,
@@ -231,5 +262,11 @@ def validate(cfg: DictConfig) -> None:
             check_option(group, cfg[group], group)
     for name, system in (cfg.get("systems") or {}).items():
         check_option("retriever", system, f"systems.{name}")
+    training: Any = cfg.get("training") or {}
+    for name, trainer in (training.get("trainers") or {}).items():
+        check_option("trainer", trainer, f"training.trainers.{name}")
+    corpus_qa = training.get("corpus_qa") or {}
+    if corpus_qa.get("llm") is not None:
+        check_option("llm", corpus_qa["llm"], "training.corpus_qa.llm")
     if cfg.get("expansion") is not None and cfg.expansion.get("llm") is not None:
         check_option("llm", cfg.expansion.llm, "expansion.llm")

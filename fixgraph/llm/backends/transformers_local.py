@@ -1,5 +1,9 @@
 """Hugging Face transformers in-process: a model folder, or a GGUF file that transformers dequantises
-(slow to load, 40-90 s). No constrained decoding: structured answers are validated and retried."""
+(slow to load, 40-90 s). No constrained decoding: structured answers are validated and retried.
+
+`quantization: nf4` loads the model 4-bit with bitsandbytes, and `adapter:` applies a peft LoRA adapter
+(what `fixgraph train --trainer qwen_coder_05b_qlora` trains): `llm=qwen_coder_05b_qlora` serves it to
+every LLM consumer. A GGUF is then read from its safetensors export (llm/hf_export.py), made once."""
 
 from __future__ import annotations
 
@@ -24,10 +28,20 @@ class TransformersLLM:
         model: str = "",
         model_dir: str = "models",
         dtype: str = "bfloat16",
+        quantization: str | None = None,
+        adapter: str | None = None,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a model folder, a .gguf file or a catalog name)")
+        if quantization is not None:
+            from fixgraph.llm.hf_export import QUANTIZATIONS
+
+            if quantization not in QUANTIZATIONS:
+                raise ValueError(
+                    f"llm {name}: unknown quantization {quantization!r}; valid: {', '.join(QUANTIZATIONS)}"
+                )
         self.name, self.model, self.model_dir, self.dtype = name, model, Path(model_dir), dtype
+        self.quantization, self.adapter = quantization, adapter
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
 
@@ -40,6 +54,22 @@ class TransformersLLM:
         return gguf.parent, gguf.name
 
     def identity(self) -> str:
+        base = self._base_identity()
+        if self.quantization is None and self.adapter is None:
+            return base
+        return stable_hash({"base": base, "quantization": self.quantization, "adapter": self._adapter_identity()})
+
+    def _adapter_identity(self) -> str | None:
+        if self.adapter is None:
+            return None
+        weights = sorted(Path(self.adapter).glob("adapter_model.*"))
+        if not weights:
+            raise LLMUnavailableError(
+                f"llm {self.name}: no adapter in {self.adapter}; train it with `fixgraph train --trainer {self.name}`"
+            )
+        return stable_hash({w.name: file_sha256(w) for w in weights})
+
+    def _base_identity(self) -> str:
         folder, gguf = self._source()
         if gguf is not None:
             return f"gguf:sha256:{file_sha256(folder / gguf)}"
@@ -54,9 +84,19 @@ class TransformersLLM:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             folder, gguf = self._source()
-            extra = {"gguf_file": gguf} if gguf else {}
-            tokenizer = AutoTokenizer.from_pretrained(str(folder), **extra)
-            model = AutoModelForCausalLM.from_pretrained(str(folder), torch_dtype=getattr(torch, self.dtype), **extra)
+            if self.quantization is not None or self.adapter is not None:
+                from fixgraph.llm.hf_export import hf_folder, load_causal_lm
+
+                self._adapter_identity()  # a clear error when the adapter is missing
+                tokenizer, model = load_causal_lm(hf_folder(self.model, self.model_dir), self.dtype, self.quantization)
+                if self.adapter is not None:
+                    from peft import PeftModel
+
+                    model = PeftModel.from_pretrained(model, self.adapter)
+            else:
+                extra = {"gguf_file": gguf} if gguf else {}
+                tokenizer = AutoTokenizer.from_pretrained(str(folder), **extra)
+                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, self.dtype), **extra)
             model.eval()
             self._loaded = (tokenizer, model)
         return self._loaded

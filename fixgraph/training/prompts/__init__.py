@@ -1,0 +1,10 @@
+"""Versioned prompt files of the training layer (corpus Q/A generation); see fixgraph.llm.prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixgraph.llm.prompts import PromptFolder
+
+PROMPTS = PromptFolder(Path(__file__).resolve().parent)
+load_prompt = PROMPTS.load

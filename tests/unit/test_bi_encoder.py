@@ -1,0 +1,125 @@
+"""The bi-encoder trainer (training/bi_encoder.py): InfoNCE with in-batch and hard negatives against a
+numpy reference, the same-page mask, corpus-only pairs, and a tiny sentence embedder that learns a toy
+synonym task through the trainer's own data path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fixgraph.training.bi_encoder import contrastive_loss, same_page_mask  # noqa: E402
+
+
+def test_contrastive_loss_is_cross_entropy_over_scaled_cosines_with_masked_candidates() -> None:
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(3, 4))
+    c = rng.normal(size=(6, 4))  # 3 positives (the diagonal) + 3 hard negatives
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    mask = np.zeros((3, 6), dtype=bool)
+    mask[0, 4] = True  # candidate 4 comes from query 0's page
+    scores = 20.0 * q @ c.T
+    scores[mask] = -np.inf
+    log_softmax = (
+        scores
+        - np.log(np.exp(scores - scores.max(1, keepdims=True)).sum(1, keepdims=True))
+        - scores.max(1, keepdims=True)
+    )
+    expected = -np.mean([log_softmax[i, i] for i in range(3)])
+    loss, _ = contrastive_loss(torch.tensor(q), torch.tensor(c), torch.tensor(mask), 20.0)
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+
+
+def test_same_page_candidates_are_masked_except_the_target() -> None:
+    mask = same_page_mask(["a", "b", "a"], ["a", "b", "a", "b", "c"])
+    assert mask.tolist() == [
+        [False, False, True, False, False],  # query 0 (page a): its own positive stays, the other a goes
+        [False, False, False, True, False],
+        [True, False, False, False, False],
+    ]
+
+
+def test_pairs_come_from_titles_summaries_headings_and_generated_questions(tmp_path: Path) -> None:
+    from fixgraph.io import write_jsonl
+    from fixgraph.training.bi_encoder import PairData, build_pairs
+    from tests.unit.test_distill import _toy_corpus
+
+    docs, chunks = _toy_corpus()
+    qa = tmp_path / "qa.jsonl"
+    row = {"doc_id": "hub", "answer": "a", "support": 1.0, "prompt_version": "p", "model": "m"}
+    write_jsonl(qa, [{**row, "chunk_id": "hub-0", "question": "My hub is stuck, what now?"}])
+    data = PairData(query_kinds=["title", "heading", "llm_question"], qa_pairs=str(qa), negatives=1, negative_pool=4)
+    rows = build_pairs(docs, chunks, data)
+    by_chunk = {c.id: c for c in chunks}
+    assert {r["query_kind"] for r in rows} == {"title", "heading", "llm_question"}
+    for r in rows:
+        positive = by_chunk[r["positive"]]
+        assert r["positive_text"] == positive.index_text() and r["doc_id"] == positive.doc_id
+        assert len(r["negatives"]) == 1 and r["negative_docs"] != [positive.doc_id]  # another page
+    assert ("My hub is stuck, what now?", "hub-0") in {(r["query"], r["positive"]) for r in rows}
+    with pytest.raises(ValueError, match=r"needs data\.qa_pairs"):
+        build_pairs(docs, chunks, PairData(query_kinds=["llm_question"]))
+
+
+SYNONYMS = {
+    "modem": "router",
+    "display": "monitor",
+    "pointer": "mouse",
+    "keypad": "keyboard",
+    "wireless": "wifi",
+    "speaker": "audio",
+}
+
+
+def test_tiny_embedder_learns_toy_synonyms(tmp_path: Path) -> None:
+    """Six queries, each a synonym of one passage word; a random 2-layer encoder starts near chance and
+    must put every query's own passage first after training."""
+    from sentence_transformers import SentenceTransformer
+
+    from fixgraph.training.bi_encoder import BiEncoderTrainer
+    from tests.training_helpers import save_rows, tiny_sentence_transformer
+
+    base = tiny_sentence_transformer(tmp_path / "base", [*SYNONYMS, *SYNONYMS.values()])
+    passages = list(SYNONYMS.values())
+
+    def row(query: str, passage: str) -> dict[str, object]:
+        negative = passages[(passages.index(passage) + 1) % len(passages)]
+        return {
+            "query": query,
+            "query_kind": "title",
+            "doc_id": passage,
+            "positive": passage,
+            "positive_text": passage,
+            "negatives": [negative],
+            "negative_texts": [negative],
+            "negative_docs": [negative],
+        }
+
+    rows = [row(q, p) for q, p in SYNONYMS.items()]
+    data = save_rows(tmp_path / "data", rows, rows[:2])
+
+    def top1(model_dir: Path) -> float:
+        model = SentenceTransformer(str(model_dir), device="cpu")
+        q = model.encode(list(SYNONYMS), normalize_embeddings=True)
+        p = model.encode(passages, normalize_embeddings=True)
+        return float(np.mean(np.argmax(q @ p.T, axis=1) == np.arange(len(passages))))
+
+    before = top1(base)
+    trainer = BiEncoderTrainer(
+        name="toy",
+        data_dir=str(data),
+        output=str(tmp_path / "out"),
+        base={"name": "toy", "kind": "sentence_transformers", "model": str(base)},
+        batch_size=3,
+        learning_rate=5e-3,
+        max_seq_length=16,
+        fit={"epochs": 40, "patience": 40, "threads": 1},
+    )
+    (tmp_path / "out").mkdir()
+    facts = trainer.train(None, data, tmp_path / "out", tmp_path / "work", None)  # type: ignore[arg-type]
+    assert facts["last_train_loss"] < facts["first_train_loss"] and facts["steps"] == 80
+    assert before < 0.5 and top1(tmp_path / "out") == 1.0
