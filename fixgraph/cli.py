@@ -122,6 +122,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     from fixgraph.experiment import commands
 
     commands.split_overrides(args)
+    from fixgraph.answer.commands import add_preset
+
+    add_preset(args)  # `answers` composes experiment=answers by default
     cfg = load_config(args.params, args.overrides)
     if args.command in commands.COMMANDS:
         return commands.dispatch(args, cfg)

@@ -52,6 +52,7 @@ class GroundedAnswer:
     context_tokens: int = 0
     stripped_citations: int = 0  # citation numbers outside the context, removed
     reply_format: str = ""  # json | text | empty
+    truncated: bool = False  # the reply stopped at max_tokens: the answer may be cut off mid-sentence
     prompt_version: str = ""
     cost: dict[str, StageCost] = field(default_factory=dict)  # stage -> tokens and time
 
@@ -114,14 +115,9 @@ def pack_context(hits: Sequence[Hit], chunks: Mapping[str, Chunk], budget: int, 
 class _Base:
     retrieves = True
 
-    def __init__(
-        self,
-        name: str,
-        prompt: str,
-        max_tokens: int = 200,
-        abstention: Mapping[str, Any] | None = None,
-        **_: Any,
-    ) -> None:
+    def __init__(self, name: str, prompt: str, max_tokens: int, abstention: Mapping[str, Any] | None) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"answer {name}: max_tokens must be >= 1, got {max_tokens}")
         self.name = name
         self.max_tokens = max_tokens
         self.policy = AbstentionPolicy.from_config(abstention)
@@ -132,6 +128,8 @@ class _Base:
         started = time.perf_counter()
         completion = llm.complete(prompt, stage="answer", temperature=0.0, max_tokens=self.max_tokens, **schema)
         result.stage("answer").add(completion, time.perf_counter() - started)
+        # the backend stopped because of the cap, not because the model had finished
+        result.truncated = completion.output_tokens >= self.max_tokens
         return str(completion.text)
 
 
@@ -143,9 +141,10 @@ class GroundedAnswerer(_Base):
         prompt: str = "answer_grounded_v1",
         context_tokens: int = 1500,
         max_chunks: int = 8,
-        **kwargs: Any,
+        max_tokens: int = 512,
+        abstention: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(name, prompt, **kwargs)
+        super().__init__(name, prompt, max_tokens, abstention)
         if context_tokens < 1 or max_chunks < 1:
             raise ValueError(f"answer {name}: context_tokens and max_chunks must be >= 1")
         self.context_tokens, self.max_chunks = context_tokens, max_chunks
@@ -167,6 +166,7 @@ class GroundedAnswerer(_Base):
         result.context_tokens = count_tokens(blocks)
         parsed = parse_reply(self._ask(llm, self.template.substitute(context=blocks, question=question), result))
         result.reply_format = parsed.format
+        result.truncated = result.truncated or parsed.format == "truncated_json"
         for text, numbers in parsed.sentences:
             valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= len(context)]
             result.stripped_citations += len(numbers) - len(valid)
@@ -186,10 +186,14 @@ class ClosedBookAnswerer(_Base):
 
     retrieves = False
 
-    def __init__(self, name: str = "closed_book", prompt: str = "answer_closed_book_v1", **kwargs: Any) -> None:
-        kwargs.pop("context_tokens", None)
-        kwargs.pop("max_chunks", None)
-        super().__init__(name, prompt, **kwargs)
+    def __init__(
+        self,
+        name: str = "closed_book",
+        prompt: str = "answer_closed_book_v1",
+        max_tokens: int = 512,
+        abstention: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(name, prompt, max_tokens, abstention)
 
     def answer(
         self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
@@ -197,6 +201,7 @@ class ClosedBookAnswerer(_Base):
         result = GroundedAnswer(qid, system, prompt_version=self.prompt_version)
         parsed = parse_reply(self._ask(llm, self.template.substitute(question=question), result))
         result.reply_format = parsed.format
+        result.truncated = result.truncated or parsed.format == "truncated_json"
         result.stripped_citations = sum(len(numbers) for _, numbers in parsed.sentences)
         result.sentences = [Sentence(text) for text, _ in parsed.sentences]
         said = model_abstained(parsed) and self.policy.model
@@ -207,7 +212,9 @@ class ClosedBookAnswerer(_Base):
 
 
 def build_answerer(cfg: Any) -> Answerer:
-    """The answering system of an `answer` option (run settings such as `systems` are ignored here)."""
+    """The answering system of an `answer` option; its run settings (`answer.settings.RunSettings`:
+    systems, sample, verifier...) are the run's, every other key must be the answerer's."""
+    from fixgraph.answer.settings import answerer_fields
     from fixgraph.config import build
 
-    return build(ANSWERERS, cfg)
+    return build(ANSWERERS, answerer_fields(cfg))

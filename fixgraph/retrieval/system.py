@@ -69,9 +69,7 @@ class System:
 
 
 @RETRIEVERS.register("reranked")
-def reranked_system(
-    name: str, first_stage: Mapping[str, Any], reranker: Mapping[str, Any], depth: int = 100
-) -> System:
+def reranked_system(name: str, first_stage: Mapping[str, Any], reranker: Mapping[str, Any], depth: int = 100) -> System:
     """A system config with a reranker (see the module docstring)."""
     return System(name, build_retriever(first_stage), build_reranker(reranker), int(depth))
 

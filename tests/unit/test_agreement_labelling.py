@@ -115,6 +115,6 @@ def test_agreement_command_prints_the_report(tmp_path: Path, capsys: pytest.Capt
     answers, labels = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
     write_answers(answers)
     labels.write_text(json.dumps({"item": item_id("hybrid", "q1"), "qid": "q1", "correctness": 0.0}) + "\n")
-    assert main(["agreement", "--answers", str(answers), "--labels", str(labels)]) == 0
+    assert main(["agreement", "--answers", str(answers), "--labels", str(labels), "--recorded"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["matched"] == 1 and report["exact"] == 0.0 and report["confusion"][0] == [0, 0, 1]
