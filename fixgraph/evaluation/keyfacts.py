@@ -9,7 +9,8 @@ A fact is covered when all three hold (thresholds are the `keyfacts` option, con
 3. Content: in one passage of at most `window` consecutive answer sentences, either the fact's content
    words (spaCy lemmas of nouns, proper nouns, verbs, adjectives, adverbs and numbers, stop words out)
    are found for at least `lemma_min` of them, or rapidfuzz's partial / token-set ratio of the fact
-   against the passage reaches `fuzzy_min` (near-verbatim facts whose lemmas spaCy splits oddly).
+   against the passage, scaled by the share of the fact's words present, reaches `fuzzy_min`
+   (near-verbatim facts whose lemmas spaCy splits oddly; see `fuzzy_score` for why it is one-sided).
 Coverage = covered facts / facts. It is cheap (no model call), reproducible and comparable across
 runs; its agreement with people's grades is measured on the graded set (docs/ANSWERS.md).
 """
@@ -68,10 +69,12 @@ def literal_found(literal: str, answer: str) -> bool:
 def fuzzy_score(fact: str, passage: str) -> float:
     """How nearly verbatim the fact is in the passage (0-100), one-sided: the fact inside the passage.
 
-    rapidfuzz's partial_ratio aligns the shorter string inside the longer one and its token_set_ratio is
-    100 whenever one side's words are a subset of the other's, so a short passage ("Restart.") would
-    match any fact containing its words. Here partial_ratio counts only when the passage is at least as
-    long as the fact, and the token-set ratio is scaled by the share of the fact's words in the passage.
+    rapidfuzz's partial_ratio aligns the shorter string inside the longer one, and its token_set_ratio
+    is 100 whenever one side's words are a subset of the other's: alone, a short passage ("Restart.")
+    would match any fact containing its words, and one changed word in a short fact ("close the hub"
+    for "close the app") still scores 87. So partial_ratio counts only when the passage is at least as
+    long as the fact, and the better of the two ratios is scaled by the share of the fact's words that
+    the passage contains.
     """
     from rapidfuzz import fuzz, utils
 
@@ -81,7 +84,7 @@ def fuzzy_score(fact: str, passage: str) -> float:
     partial = fuzz.partial_ratio(a, b) if len(b) >= len(a) else 0.0
     words = set(a.split())
     share = len(words & set(b.split())) / len(words)
-    return float(max(partial, fuzz.token_set_ratio(a, b) * share))
+    return float(max(partial, fuzz.token_set_ratio(a, b)) * share)
 
 
 @lru_cache(maxsize=1)
