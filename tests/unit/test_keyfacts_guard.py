@@ -174,5 +174,5 @@ def test_stratified_sample_is_nested_deterministic_and_in_file_order() -> None:
     assert [q.qid for q in large] == [q.qid for q in pool if q in large]  # file order kept
     assert stratified_sample(pool, 40, seed=0) == large and stratified_sample(pool, 40, seed=1) != large
     assert pick_questions(pool, 5, "first") == pool[:5] and pick_questions(pool, None) == pool
-    with pytest.raises(ValueError, match="answer.sample"):
+    with pytest.raises(ValueError, match=r"answer\.sample"):
         pick_questions(pool, 5, "random")
