@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-COMMANDS = ("answers", "label", "agreement", "questions")
+COMMANDS = ("answers", "answers-compare", "label", "agreement", "questions")
 
 
 def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -21,6 +21,11 @@ def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> N
     answers.add_argument("--questions", type=Path, help="any question file in the shared format")
     answers.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
     answers.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+
+    compare = command("answers-compare", "paired comparison of answers runs on the same questions (e.g. two llm=)")
+    compare.add_argument("--runs", type=Path, nargs="+", required=True, help="answers run folders (outputs: ...)")
+    compare.add_argument("--system", help="the system to compare across runs (default: every shared one)")
+    compare.add_argument("--baseline", help="label of the baseline run (default: the first)")
 
     label = command("label", "label answers blind (system hidden), resumable; writes a label file")
     label.add_argument("--answers", type=Path, required=True, help="answers file (answers.jsonl of a run)")
@@ -78,6 +83,11 @@ def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
         print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
         print(result.table)
         print("\n".join(closing_lines(result)))
+        return 0
+    if args.command == "answers-compare":
+        from fixgraph.answer.compare import compare_runs
+
+        print(compare_runs(cfg, args.runs, args.system, args.baseline)[0])
         return 0
     if args.command == "label":
         from fixgraph.answer.labelling import add_answers, label_session

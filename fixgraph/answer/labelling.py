@@ -25,6 +25,7 @@ from typing import Any
 from fixgraph.evaluation.agreement import (
     GRADES,
     AgreementError,
+    LabelFileError,
     agreement,
     binary_agreement,
     kappa_interval,
@@ -34,10 +35,6 @@ from fixgraph.evaluation.judge import Judge, Judgement
 from fixgraph.evaluation.questions import Question
 
 QUIT = {"q", "quit", "exit"}
-
-
-class LabelFileError(ValueError):
-    """A malformed label or answers file; the message names the file, the line and the problem."""
 
 
 def item_id(system: str, qid: str) -> str:

@@ -46,8 +46,11 @@ def load_claims(path: Path) -> dict[str, bool]:
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        if not isinstance(record.get("supported"), bool) or "claim" not in record:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LabelFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("supported"), bool) or "claim" not in record:
             raise LabelFileError(f"{path}:{lineno}: a claim needs 'claim' and a boolean 'supported'")
         claims[str(record["claim"])] = record["supported"]
     return claims

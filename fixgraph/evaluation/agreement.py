@@ -22,6 +22,10 @@ class AgreementError(ValueError):
     """Labels that cannot be compared (none in common, or grades off the rubric)."""
 
 
+class LabelFileError(ValueError):
+    """A malformed label, claims or answers file; the message names the file, the line and the problem."""
+
+
 def _classes(values: Sequence[float], what: str) -> np.ndarray:
     out = []
     for value in values:

@@ -256,3 +256,36 @@ def test_unknown_answer_system_is_named(fixture_config: Callable[..., DictConfig
 
     with pytest.raises(ConfigError, match=r"answer.systems: nope not configured"):
         run_answers(fixture_config(["answer.systems=[nope]", "tracking.enabled=false"]))
+
+
+def test_two_answering_models_are_compared_pair_by_pair(
+    fixture_config: Callable[..., DictConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixgraph.answer.compare import compare_runs
+    from fixgraph.answer.run import run_answers
+    from fixgraph.evaluation.protocol_errors import ComparisonError
+
+    # the "base" model restarts the hub, the "tuned" one moves it closer (t-1's key fact)
+    base = FakeLLM(responses={**REPLIES, "using ONLY": {"abstain": False, "sentences": [
+        {"text": "Restart the hub.", "citations": [1]}]}})  # fmt: skip
+    tuned = FakeLLM(responses={**REPLIES, "using ONLY": {"abstain": False, "sentences": [
+        {"text": "Move the hub closer.", "citations": [1]}]}}, model="tuned")  # fmt: skip
+    monkeypatch.setattr(
+        "fixgraph.llm.base.build_llm",
+        lambda cfg: LLMClient(tuned if cfg["name"] == "qwen_coder_05b" else base, cache={"enabled": False}),
+    )
+    common = ["experiment=answers", "answer.systems=[hybrid]", "answer.closed_book=false", "answer.baseline=hybrid",
+              "answer.verify.enabled=false", "answer.max_questions=4", "tracking.enabled=false"]  # fmt: skip
+    first = run_answers(fixture_config(common), name="base")
+    second = run_answers(fixture_config([*common, "llm=qwen_coder_05b"]), name="tuned")
+    assert first.info["qids"] == second.info["qids"] and len(first.info["qids"]) == 4  # the same sample
+    text, rows = compare_runs(fixture_config(common), [first.output_dir, second.output_dir])
+    coverage = next(r for r in rows if r["metric"] == "key_fact_coverage")
+    # t-1's fact is covered by the tuned model only: +1 on one of the sampled answerable questions (t-5 is not)
+    answerable = [q for q in first.info["qids"] if q != "t-5"]
+    assert "t-1" in answerable and coverage["n_paired"] == len(answerable) and coverage["in_family"]
+    assert coverage["system"] == "qwen_coder_05b/hybrid" and coverage["diff"] == pytest.approx(1 / len(answerable))
+    assert "Paired comparison vs qwen_coder_15b/hybrid" in text
+    third = run_answers(fixture_config([*common, "answer.max_questions=3"]), name="small")
+    with pytest.raises(ComparisonError, match="different questions"):
+        compare_runs(fixture_config(common), [first.output_dir, third.output_dir])
