@@ -5,7 +5,7 @@ one answer, in one call (prompt `judge_v2`, a versioned file), with a model of i
 a model grading its own answers is the least informative judge there is (issue 18: the 1.5B model gave
 its own answers 0.5 almost always and every key fact), so the answers run refuses a judge whose model
 is the answering one unless `allow_self` is set. Its reliability is measured, not assumed: every
-answers run judges the graded set too and records the kappa (`answer.judge_check`). A malformed grade
+answers run judges the graded set too and records the kappa (`answer.graded`). A malformed grade
 (after one retry) is "not judged" (None), never 0.
 """
 
