@@ -35,7 +35,7 @@ JUDGES: Registry[Judge] = Registry("judge")
 class NoJudge:
     """Judges nothing: retrieval-only runs report no answer metrics."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str = "none") -> None:
         self.name = name
 
     def identity(self) -> str:
