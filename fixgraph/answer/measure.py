@@ -113,7 +113,9 @@ def agreement_command(cfg: DictConfig, args: argparse.Namespace) -> dict[str, An
 
             questions = {q.qid: q for q in resolve_questions(cfg, None, None)[0]}
         judge = build_judge(cfg.judge)
-        labelled = [r for r in records if answer_item(r) in label_set]
+        labelled = sorted((r for r in records if answer_item(r) in label_set), key=answer_item)
+        if graded.max_items:  # an LLM judge's cost: the same items measure_on_graded takes in a run
+            labelled = labelled[: graded.max_items]
         judgements = judge_records(judge, labelled, questions)
         judge_name = judge.identity()
     report = agreement_report(label_set, judgements, args.alpha, int(boot.resamples), int(boot.seed))
