@@ -34,6 +34,21 @@ def _abstention_row(s: ScoredAnswer) -> AnswerScores:
     return AnswerScores(q.qid, q.qtype, q.answerable, s.answer.abstained, None, None, None, None, None)
 
 
+def human_grades(scored: list[ScoredAnswer], labels_file: str | None) -> list[float | None]:
+    """People's grades of this run's answers (`answer.labels`), abstentions by the judge's rule; None
+    where an answer is not labelled. Compared between systems like any metric: the judge-free view."""
+    if not labels_file or not Path(labels_file).exists():
+        return [None] * len(scored)
+    from fixgraph.answer.labelling import load_labels
+
+    labels = load_labels(Path(labels_file))
+    out: list[float | None] = []
+    for s in scored:
+        label = labels.get(s.item)
+        out.append(s.judgement.correctness if s.answer.abstained else None if label is None else label.correctness)
+    return out
+
+
 def judge_info(scorer: Any, llm: Any) -> dict[str, Any]:
     judge = scorer.judge
     deterministic = bool(getattr(judge, "deterministic", False))
@@ -64,6 +79,7 @@ def finish(
 ) -> EvaluationResult:
     verifier = scorer.verifier.llm  # the verifier's model (the answering one unless answer.verify.llm)
     per_question = pd.DataFrame([s.row(mapping) for s in scored])
+    per_question["human_correctness"] = pd.to_numeric(pd.Series(human_grades(scored, settings.labels)), errors="coerce")
     boot = cfg.evaluation.bootstrap
     confidence = float(boot.confidence)
     summary = summarise(per_question.drop(columns=["answerable"]), int(boot.resamples), confidence, int(boot.seed))

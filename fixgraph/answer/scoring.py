@@ -30,6 +30,7 @@ from fixgraph.llm.usage import StageCost
 STAGES = ("retrieve", "answer", "verify", "judge", "relevance")
 QUALITY_METRICS = (
     "correctness",
+    "human_correctness",  # people's grades (answer.labels), where this run's answers are labelled
     "key_fact_coverage",
     "key_fact_recall",
     "citation_precision_gold",

@@ -107,6 +107,9 @@ def test_answers_experiment_end_to_end(
     )
     assert rows["correctness"].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]  # t-5: answers the unanswerable
     assert closed.set_index("qid")["key_fact_coverage"].fillna(-1).tolist() == [0.0, 0.0, 0.0, 0.0, -1]
+    # the person's grades of three hybrid answers sit next to the judge's: the judge-free comparison
+    assert rows["human_correctness"].fillna(-1).tolist() == [1.0, 0.5, 1.0, -1, -1]
+    assert closed["human_correctness"].isna().all()
 
     comparison = {(r["system"], r["metric"]): r for r in result.info["comparison"]}
     assert (
