@@ -119,4 +119,25 @@ def agreement_command(cfg: DictConfig, args: argparse.Namespace) -> dict[str, An
         judgements = judge_records(judge, labelled, questions)
         judge_name = judge.identity()
     report = agreement_report(label_set, judgements, args.alpha, int(boot.resamples), int(boot.seed))
+    report["by_system"] = by_system(records, label_set, judgements)
     return {"judge": judge_name, "answers": str(answers), "labels": str(labels), **report}
+
+
+def by_system(records: list[dict[str, Any]], labels: dict[str, Any], judgements: dict[str, Any]) -> dict[str, Any]:
+    """Mean grade of people and of the judge per `<llm>/<system>` on the items both graded: where a
+    judge is lenient (closed book rated like retrieved answers) shows here first."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        item = answer_item(r)
+        grade = judgements.get(item)
+        if item in labels and grade is not None and grade.correctness is not None:
+            side = f"{r['llm']}/{r['system']}" if r.get("llm") else str(r["system"])
+            groups.setdefault(side, []).append((labels[item].correctness, float(grade.correctness)))
+    return {
+        side: {
+            "n": len(pairs),
+            "human": sum(h for h, _ in pairs) / len(pairs),
+            "judge": sum(j for _, j in pairs) / len(pairs),
+        }
+        for side, pairs in sorted(groups.items())
+    }
