@@ -6,7 +6,7 @@ from fixgraph.config import ConfigError
 from fixgraph.corpus.connectors.git_history import GitError
 from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.mallard import MallardError
-from fixgraph.corpus.sources import MissingCorpusError
+from fixgraph.corpus.sources import EmptyCorpusError, MissingCorpusError
 from fixgraph.evaluation.agreement import AgreementError, LabelFileError
 from fixgraph.evaluation.gold import GoldCoverageError
 from fixgraph.evaluation.protocol_errors import PROTOCOL_ERRORS
@@ -20,6 +20,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     GitError,
     MallardError,
     MissingCorpusError,
+    EmptyCorpusError,
     GoldCoverageError,
     AgreementError,
     LabelFileError,

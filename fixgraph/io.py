@@ -38,6 +38,11 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
         yield fh
 
 
+# Run statistics (timings, cache hits) live in this subfolder of an output folder. It is listed in
+# .dvcignore, so identical inputs give byte-identical DVC hashes however long or warm a run was.
+RUN_DIR = "_run"
+
+
 @contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """Yield a temporary folder next to `path`; swap it in for `path` only if the block succeeds."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -16,11 +17,26 @@ class UnknownOptionError(KeyError):
 
 
 class Registry(Generic[T]):
-    """Maps the `kind` field of a config node to the factory that builds it."""
+    """Maps the `kind` field of a config node to the factory that builds it.
 
-    def __init__(self, group: str) -> None:
+    `implementations` are the modules whose import registers the group's options; they are imported on
+    first use, so every caller (builders, the config schema check) sees the same full registry.
+    `shared` keys may appear in any option of the group and are read by the layer around the
+    implementation (the LLM client's `cache`, the ingest stage's `dedup`...); an implementation that
+    does not take one is built without it."""
+
+    def __init__(self, group: str, implementations: Sequence[str] = (), shared: Sequence[str] = ()) -> None:
         self.group = group
+        self.shared = tuple(shared)
         self._factories: dict[str, Callable[..., T]] = {}
+        self._implementations = tuple(implementations)
+        self._loaded = not implementations
+
+    def load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in self._implementations:
+                importlib.import_module(module)
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
@@ -32,6 +48,7 @@ class Registry(Generic[T]):
         return decorator
 
     def get(self, name: str) -> Callable[..., T]:
+        self.load()
         try:
             return self._factories[name]
         except KeyError:
@@ -39,7 +56,9 @@ class Registry(Generic[T]):
             raise UnknownOptionError(f"unknown {self.group} kind {name!r}; valid kinds: {valid}") from None
 
     def names(self) -> list[str]:
+        self.load()
         return sorted(self._factories)
 
     def __contains__(self, name: object) -> bool:
+        self.load()
         return name in self._factories

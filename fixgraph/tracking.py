@@ -82,8 +82,10 @@ def log_evaluation(
     """One parent run per evaluation, one child per system; `extras(system)` adds tags and metrics."""
     import mlflow
 
+    from fixgraph.redact import redact
+
     experiment_id = setup(cfg)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = redact(OmegaConf.to_container(cfg, resolve=True))  # no API keys in params or config.yaml
     assert isinstance(resolved, dict)
     info = result.info
     tags = {
@@ -114,7 +116,7 @@ def log_evaluation(
         )
         with tempfile.TemporaryDirectory() as tmpdir:
             tmp = Path(tmpdir)
-            write_text(tmp / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+            write_text(tmp / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
             write_json(tmp / "packages.json", package_versions())
             result.per_question.to_csv(tmp / "per_question.csv", index=False)
             mlflow.log_artifacts(str(tmp))

@@ -78,25 +78,25 @@ def protocol_config(tmp_path: Path, mallard_dir: Path) -> Callable[..., DictConf
     split_file = tmp_path / "split.json"
     freeze(pool, split_file, 0.3, "test-salt")
 
-    def make(overrides: Sequence[str] = ()) -> DictConfig:
-        return compose(
-            [
-                "corpus=mallard_folder",
-                f"corpus.snapshot_dir={mallard_dir}",
-                "embedder=hashing",
-                f"splitting.pool={pool}",
-                f"splitting.file={split_file}",
-                "splitting.salt=test-salt",
-                f"paths.artifacts={tmp_path / 'artifacts'}",
-                f"paths.mlruns={tmp_path / 'mlruns'}",
-                f"paths.experiments={tmp_path / 'experiments'}",
-                f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
-                "evaluation.bootstrap.resamples=200",
-                "comparison.permutations=999",
-                "comparison.plots=false",  # ~1 s a figure here; tests that check plots turn them on
-                "evaluation.min_gold_coverage=0.9",
-                *overrides,
-            ]
-        )
+    base = [
+        "corpus=mallard_folder",
+        f"corpus.snapshot_dir={mallard_dir}",
+        "embedder=hashing",
+        f"splitting.pool={pool}",
+        f"splitting.file={split_file}",
+        "splitting.salt=test-salt",
+        f"paths.artifacts={tmp_path / 'artifacts'}",
+        f"paths.mlruns={tmp_path / 'mlruns'}",
+        f"paths.experiments={tmp_path / 'experiments'}",
+        f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        "evaluation.bootstrap.resamples=200",
+        "comparison.permutations=999",
+        "comparison.plots=false",  # ~1 s a figure here; tests that check plots turn them on
+        "evaluation.min_gold_coverage=0.9",
+    ]
 
+    def make(overrides: Sequence[str] = ()) -> DictConfig:
+        return compose([*base, *overrides])
+
+    make.base = base  # type: ignore[attr-defined]  (sweeps recompose trials from the same overrides)
     return make

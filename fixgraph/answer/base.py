@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from fixgraph.answer.parsing import ANSWER_SCHEMA, model_abstained, parse_reply
 from fixgraph.answer.prompts import load_prompt
+from fixgraph.answer.settings import RUN_KEYS
 from fixgraph.corpus.models import Chunk
 from fixgraph.llm.usage import StageCost
 from fixgraph.registry import Registry
@@ -48,6 +49,7 @@ class GroundedAnswer:
     sentences: list[Sentence] = field(default_factory=list)
     abstained: bool = False
     abstain_reason: str = ""  # model | low_score | uncited | empty_context
+    retrieved: list[str] = field(default_factory=list)  # the system's ranking (chunk ids), best first
     context_ids: list[str] = field(default_factory=list)  # chunk ids shown to the model, in order
     context_tokens: int = 0
     stripped_citations: int = 0  # citation numbers outside the context, removed
@@ -68,6 +70,15 @@ class GroundedAnswer:
         return self.cost.setdefault(name, StageCost())
 
 
+@dataclass
+class Prepared:
+    """An answer before the model is asked: `prompt` None means decided without a call (abstained)."""
+
+    result: GroundedAnswer
+    prompt: str | None
+    n_context: int = 0
+
+
 class Answerer(Protocol):
     name: str
     retrieves: bool  # False: closed book, no retriever is opened
@@ -76,8 +87,19 @@ class Answerer(Protocol):
         self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
     ) -> GroundedAnswer: ...
 
+    # the three steps of `answer`, for callers that stream the model's reply (the API)
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared: ...
 
-ANSWERERS: Registry[Answerer] = Registry("answer")
+    def request(self, llm: Any) -> dict[str, Any]: ...
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer: ...
+
+
+# the `answers` run's settings (answer/settings.py RunSettings), read by answer/run.py around the answerer
+RUN_SETTINGS = tuple(sorted(RUN_KEYS))
+ANSWERERS: Registry[Answerer] = Registry("answer", shared=RUN_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -123,14 +145,32 @@ class _Base:
         self.policy = AbstentionPolicy.from_config(abstention)
         self.template, self.prompt_version = load_prompt(prompt)
 
-    def _ask(self, llm: Any, prompt: str, result: GroundedAnswer) -> str:
+    def request(self, llm: Any) -> dict[str, Any]:
+        """The generation parameters of the answer call (the schema only for backends that constrain)."""
         schema = {"schema": ANSWER_SCHEMA} if getattr(llm, "supports_schema", False) else {}
+        return {"temperature": 0.0, "max_tokens": self.max_tokens, **schema}
+
+    def answer(
+        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> GroundedAnswer:
+        """prepare -> one model call -> finish; streaming callers (the API) run the same three steps."""
+        prepared = self.prepare(qid, question, hits, chunks, system)
+        if prepared.prompt is None:
+            return prepared.result
         started = time.perf_counter()
-        completion = llm.complete(prompt, stage="answer", temperature=0.0, max_tokens=self.max_tokens, **schema)
-        result.stage("answer").add(completion, time.perf_counter() - started)
+        completion = llm.complete(prepared.prompt, stage="answer", **self.request(llm))
+        prepared.result.stage("answer").add(completion, time.perf_counter() - started)
         # the backend stopped because of the cap, not because the model had finished
-        result.truncated = completion.output_tokens >= self.max_tokens
-        return str(completion.text)
+        prepared.result.truncated = completion.output_tokens >= self.max_tokens
+        return self.finish(prepared, str(completion.text))
+
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
+        raise NotImplementedError
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        raise NotImplementedError
 
 
 @ANSWERERS.register("grounded")
@@ -149,26 +189,30 @@ class GroundedAnswerer(_Base):
             raise ValueError(f"answer {name}: context_tokens and max_chunks must be >= 1")
         self.context_tokens, self.max_chunks = context_tokens, max_chunks
 
-    def answer(
-        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
-    ) -> GroundedAnswer:
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
         result = GroundedAnswer(qid, system, prompt_version=self.prompt_version)
         min_score = self.policy.min_top_score
         if min_score is not None and (not hits or hits[0].score < min_score):
             result.abstained, result.abstain_reason = True, "low_score"
-            return result
+            return Prepared(result, None)
         context = pack_context(hits, chunks, self.context_tokens, self.max_chunks)
         if not context:
             result.abstained, result.abstain_reason = True, "empty_context"
-            return result
+            return Prepared(result, None)
         result.context_ids = [c.id for c in context]
         blocks = "\n\n".join(chunk_block(i, c) for i, c in enumerate(context, start=1))
         result.context_tokens = count_tokens(blocks)
-        parsed = parse_reply(self._ask(llm, self.template.substitute(context=blocks, question=question), result))
+        return Prepared(result, self.template.substitute(context=blocks, question=question), len(context))
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        result = prepared.result
+        parsed = parse_reply(reply)
         result.reply_format = parsed.format
         result.truncated = result.truncated or parsed.format == "truncated_json"
         for text, numbers in parsed.sentences:
-            valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= len(context)]
+            valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= prepared.n_context]
             result.stripped_citations += len(numbers) - len(valid)
             result.sentences.append(Sentence(text, tuple(dict.fromkeys(valid))))
         if model_abstained(parsed) and self.policy.model:
@@ -195,11 +239,15 @@ class ClosedBookAnswerer(_Base):
     ) -> None:
         super().__init__(name, prompt, max_tokens, abstention)
 
-    def answer(
-        self, llm: Any, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
-    ) -> GroundedAnswer:
+    def prepare(
+        self, qid: str, question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], system: str
+    ) -> Prepared:
         result = GroundedAnswer(qid, system, prompt_version=self.prompt_version)
-        parsed = parse_reply(self._ask(llm, self.template.substitute(question=question), result))
+        return Prepared(result, self.template.substitute(question=question))
+
+    def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer:
+        result = prepared.result
+        parsed = parse_reply(reply)
         result.reply_format = parsed.format
         result.truncated = result.truncated or parsed.format == "truncated_json"
         result.stripped_citations = sum(len(numbers) for _, numbers in parsed.sentences)

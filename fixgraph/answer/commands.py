@@ -1,65 +1,26 @@
-"""CLI verbs of the answering layer: answers, label, agreement, questions (generate / check / review).
+"""Verbs of the answering layer: answers-compare, label, agreement, questions (generate / check / review).
 
-Registered by fixgraph/cli.py (two lines there), like experiment/commands.py.
+`answers` runs through the experiment layer (experiment/commands.py), which can hand it a study's
+finalist; the helpers it shares with this layer (the default preset, the closing lines with the judge
+guard's warning) live here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-COMMANDS = ("answers", "answers-compare", "label", "agreement", "questions")
-
-
-def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    answers = command("answers", "answer, verify and judge the split's questions (answer=, judge=, llm=)")
-    answers.add_argument("--questions", type=Path, help="any question file in the shared format")
-    answers.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
-    answers.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
-
-    compare = command("answers-compare", "paired comparison of answers runs on the same questions (e.g. two llm=)")
-    compare.add_argument("--runs", type=Path, nargs="+", required=True, help="answers run folders (outputs: ...)")
-    compare.add_argument("--system", help="the system to compare across runs (default: every shared one)")
-    compare.add_argument("--baseline", help="label of the baseline run (default: the first)")
-
-    label = command("label", "label answers blind (system hidden), resumable; writes a label file")
-    label.add_argument("--answers", type=Path, required=True, help="answers file (answers.jsonl of a run)")
-    label.add_argument("--labels", type=Path, required=True, help="label file (JSON lines, appended)")
-    label.add_argument("--questions", type=Path, help="question file (default: the configured split)")
-    label.add_argument("--limit", type=int, help="stop after this many new labels")
-    label.add_argument(
-        "--add", type=Path, nargs="+", help="first append these runs' answered records to --answers (a graded set)"
-    )
-
-    agree = command("agreement", "judge vs people: kappa (CI), weighted kappa, confusion, fact agreement, PPI mean")
-    agree.add_argument("--answers", type=Path, help="answers file (default: the graded set, answer.graded)")
-    agree.add_argument("--labels", type=Path, help="label file {item, correctness} (default: the graded set's)")
-    agree.add_argument("--questions", type=Path, help="question file of the answers (default: graded set's / split)")
-    agree.add_argument("--recorded", action="store_true", help="use the judge grades stored in the answers file")
-    agree.add_argument("--claims", type=Path, help="instead: the verifier vs hand-checked claims (JSON lines)")
-    agree.add_argument("--alpha", type=float, default=0.05)
-
-    # the action comes before the Hydra overrides, so this parser is built here rather than by `command`
-    questions = sub.add_parser("questions", help="generate questions from the graph / links, check and review them")
-    questions.add_argument("action", choices=("generate", "check", "review"))
-    questions.add_argument("--params", type=Path, help="read the resolved config from this file")
-    questions.add_argument("--out", type=Path, required=True, help="question file (JSON lines)")
-    questions.add_argument("--limit", type=int, default=10, help="generate: questions of each kind")
-    questions.add_argument("--kinds", default="path,bridge", help="generate: path,bridge")
-    questions.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. llm=qwen_coder_05b")
+from fixgraph.commands import Command
 
 
 def add_preset(args: argparse.Namespace) -> None:
     """`fixgraph answers` composes the answers preset (1.5B answerer, closed book vs dense and hybrid)
     unless the command line picks another experiment or a params file fixes the whole config."""
-    overrides = list(getattr(args, "overrides", None) or [])
-    if args.command != "answers" or getattr(args, "params", None) is not None:
+    if getattr(args, "params", None) is not None:
         return
+    overrides = list(args.overrides or [])
     if not any(o.lstrip("+~").startswith("experiment=") for o in overrides):
         args.overrides = ["experiment=answers", *overrides]
 
@@ -75,35 +36,88 @@ def closing_lines(result: Any) -> list[str]:
     return lines
 
 
-def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
-    if args.command == "answers":
-        from fixgraph.answer.run import run_answers
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="answers run folders (outputs: ...)")
+    parser.add_argument("--system", help="the system to compare across runs (default: every shared one)")
+    parser.add_argument("--baseline", help="label of the baseline run (default: the first)")
 
-        result = run_answers(cfg, args.questions, args.name, track=False if args.no_track else None)
-        print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
-        print(result.table)
-        print("\n".join(closing_lines(result)))
-        return 0
-    if args.command == "answers-compare":
-        from fixgraph.answer.compare import compare_runs
 
-        print(compare_runs(cfg, args.runs, args.system, args.baseline)[0])
-        return 0
-    if args.command == "label":
-        from fixgraph.answer.labelling import add_answers, label_session
-        from fixgraph.evaluation.splits import resolve_questions
+def _compare(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.compare import compare_runs
 
-        if args.add:
-            print(f"{add_answers(args.answers, args.add)} answers added to {args.answers}")
-        questions, _, _ = resolve_questions(cfg, args.questions, None)
-        written = label_session(args.answers, questions, args.labels, seed=int(cfg.seed), limit=args.limit)
-        print(f"{written} labels written to {args.labels}")
-        return 0
-    if args.command == "agreement":
-        from fixgraph.answer.measure import agreement_command
+    print(compare_runs(cfg, args.runs, args.system, args.baseline)[0])
+    return 0
 
-        print(json.dumps(agreement_command(cfg, args), indent=2))
-        return 0
+
+def _label_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--answers", type=Path, required=True, help="answers file (answers.jsonl of a run)")
+    parser.add_argument("--labels", type=Path, required=True, help="label file (JSON lines, appended)")
+    parser.add_argument("--questions", type=Path, help="question file (default: the configured split)")
+    parser.add_argument("--limit", type=int, help="stop after this many new labels")
+    parser.add_argument(
+        "--add", type=Path, nargs="+", help="first append these runs' answered records to --answers (a graded set)"
+    )
+
+
+def _label(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.labelling import add_answers, label_session
+    from fixgraph.evaluation.splits import resolve_questions
+
+    if args.add:
+        print(f"{add_answers(args.answers, args.add)} answers added to {args.answers}")
+    questions = resolve_questions(cfg, args.questions, None).questions
+    written = label_session(args.answers, questions, args.labels, seed=int(cfg.seed), limit=args.limit)
+    print(f"{written} labels written to {args.labels}")
+    return 0
+
+
+def _agreement_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--answers", type=Path, help="answers file (default: the graded set, answer.graded)")
+    parser.add_argument("--labels", type=Path, help="label file {item, correctness} (default: the graded set's)")
+    parser.add_argument("--questions", type=Path, help="question file of the answers (default: graded set's / split)")
+    parser.add_argument("--recorded", action="store_true", help="use the judge grades stored in the answers file")
+    parser.add_argument("--claims", type=Path, help="instead: the verifier vs hand-checked claims (JSON lines)")
+    parser.add_argument("--alpha", type=float, default=0.05)
+
+
+def _agreement(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.measure import agreement_command
+
+    print(json.dumps(agreement_command(cfg, args), indent=2))
+    return 0
+
+
+def _questions_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("generate", "check", "review"))
+    parser.add_argument("--out", type=Path, required=True, help="question file (JSON lines)")
+    parser.add_argument("--limit", type=int, default=10, help="generate: questions of each kind")
+    parser.add_argument("--kinds", default="path,bridge", help="generate: path,bridge")
+
+
+def _questions(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.answer import questiongen
 
     return questiongen.command(cfg, args.action, args.out, args.limit, args.kinds.split(","))
+
+
+COMMANDS = [
+    Command(
+        "answers-compare",
+        "paired comparison of answers runs on the same questions (e.g. two llm=)",
+        _compare,
+        _compare_arguments,
+    ),
+    Command("label", "label answers blind (system hidden), resumable; writes a label file", _label, _label_arguments),
+    Command(
+        "agreement",
+        "judge vs people: kappa (CI), weighted kappa, confusion, fact agreement, PPI mean",
+        _agreement,
+        _agreement_arguments,
+    ),
+    Command(
+        "questions",
+        "generate questions from the graph / links, check and review them",
+        _questions,
+        _questions_arguments,
+    ),
+]

@@ -111,7 +111,7 @@ def agreement_command(cfg: DictConfig, args: argparse.Namespace) -> dict[str, An
         else:
             from fixgraph.evaluation.splits import resolve_questions
 
-            questions = {q.qid: q for q in resolve_questions(cfg, None, None)[0]}
+            questions = {q.qid: q for q in resolve_questions(cfg, None, None).questions}
         judge = build_judge(cfg.judge)
         labelled = sorted((r for r in records if answer_item(r) in label_set), key=answer_item)
         if graded.max_items:  # an LLM judge's cost: the same items measure_on_graded takes in a run

@@ -22,6 +22,7 @@ from fixgraph.evaluation.answer_metrics import AnswerScores, abstention_scores
 from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, summarise, summary_json
 from fixgraph.evaluation.result import EvaluationResult
+from fixgraph.evaluation.splits import QuestionSet
 from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
 
@@ -69,7 +70,7 @@ def finish(
     layout: Layout,
     name: str,
     questions: list[Question],
-    questions_path: Path,
+    question_set: QuestionSet,
     mapping: Any,
     scored: list[ScoredAnswer],
     scorer: Any,
@@ -106,12 +107,13 @@ def finish(
     manifest = read_json(layout.manifest)
     info: dict[str, Any] = {
         "name": name,
-        "questions_file": str(questions_path),
-        "questions_hash": sha256_file(questions_path),
+        "questions_file": str(question_set.path),
+        "questions_hash": sha256_file(question_set.path),
         "questions": len(questions),
         "qids": [q.qid for q in questions],
         "sample": {**context["sample"], "size": len(questions)},
         "scored_questions": len(questions),
+        "locked_excluded": question_set.exclusion(),
         "gold_coverage": mapping.coverage,
         "corpus": manifest["corpus"],
         "corpus_hash": manifest["corpus_hash"],

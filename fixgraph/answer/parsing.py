@@ -102,3 +102,78 @@ def parse_text(text: str) -> ParsedAnswer:
             sentences.append((clean, numbers))
     abstained = not sentences or (len(sentences) == 1 and bool(ABSTAIN_TEXT.search(sentences[0][0])))
     return ParsedAnswer(abstained, [] if abstained else sentences, "text")
+
+
+PARTIAL_MARKER = re.compile(r"\s*\[[\d,\s]*$")
+TEXT_KEY = re.compile(r'"text"\s*:\s*"')
+ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _decode_partial(raw: str, start: int) -> tuple[str, bool]:
+    """The JSON string starting at raw[start] (after its opening quote), decoded as far as it is
+    complete, and whether its closing quote was seen. An escape cut off mid-way is left for later."""
+    out: list[str] = []
+    i = start
+    while i < len(raw):
+        char = raw[i]
+        if char == '"':
+            return "".join(out), True
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        if i + 1 >= len(raw):
+            break
+        code = raw[i + 1]
+        if code == "u":
+            digits = raw[i + 2 : i + 6]
+            if len(digits) < 4:
+                break
+            try:
+                out.append(chr(int(digits, 16)))
+            except ValueError:
+                out.append(digits)
+            i += 6
+            continue
+        out.append(ESCAPES.get(code, code))
+        i += 2
+    return "".join(out), False
+
+
+class ReplyReader:
+    """Reads a reply while it streams in: what a person should see so far (the sentences' text, not
+    the JSON around them; plain text without its `[n]` markers) and each sentence object as it
+    completes, with its source numbers. `feed` returns only what is new, so the text a client
+    assembles from the deltas is the answer's text. The final answer is still `parse_reply` of the
+    whole reply; this is the live view of it."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.shown = ""
+        self.sentences = 0
+
+    def _visible(self) -> str:
+        body = self.buffer.lstrip()
+        if body.startswith("```"):
+            body = body.split("\n", 1)[1] if "\n" in body else ""
+        if not body.startswith("{"):
+            visible = PARTIAL_MARKER.sub("", MARKER.sub("", body))
+        else:
+            visible = " ".join(_decode_partial(body, m.end())[0].lstrip() for m in TEXT_KEY.finditer(body))
+        # trailing whitespace is held back until something follows it, so the view only ever grows
+        return visible.rstrip()
+
+    def feed(self, delta: str) -> tuple[str, list[tuple[str, list[int]]]]:
+        """(new visible text, sentence objects completed by this delta)."""
+        self.buffer += delta
+        visible = self._visible()
+        new = visible[len(self.shown) :] if visible.startswith(self.shown) else ""
+        self.shown += new
+        done: list[tuple[str, list[int]]] = []
+        if self.buffer.lstrip().startswith(("{", "```")):
+            complete = TRUNCATED_SENTENCE.findall(self.buffer)
+            for raw, numbers in complete[self.sentences :]:
+                text, _ = _decode_partial(raw + '"', 0)
+                done.append((text.strip(), [int(n) for n in numbers.split(",") if n.strip()]))
+            self.sentences = len(complete)
+        return new, done

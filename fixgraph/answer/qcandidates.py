@@ -136,7 +136,9 @@ def bridge_candidates(
     """Resolved conditional links between two different pages, one per (A, C) pair."""
     template, _ = load_prompt("question_bridge_v2")
     rows = links[
-        (links["conditional"]) & (links["status"] == "resolved") & (links["source_doc"] != links["resolved_doc"])
+        (links["conditional"])
+        & (links["status"].isin(["resolved", "redirected"]))
+        & (links["source_doc"] != links["resolved_doc"])
     ]
     seen: set[tuple[str, str]] = set()
     for row in rows.sort_values(["source_doc", "resolved_doc"]).itertuples():

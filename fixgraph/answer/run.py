@@ -109,7 +109,8 @@ def run_answers(
 
     settings = RunSettings.from_config(cfg.answer)
     layout = Layout.from_config(cfg)
-    questions, questions_path, base_name = resolve_questions(cfg, questions_path, name)
+    question_set = resolve_questions(cfg, questions_path, name)
+    questions, base_name = question_set.questions, question_set.name
     population = len(questions)
     questions = pick_questions(questions, settings.max_questions, settings.sample, settings.sample_seed)
     answerer = build_answerer(cfg.answer)
@@ -118,6 +119,8 @@ def run_answers(
     docs, chunk_list = load_documents(cfg), load_chunks(cfg)
     chunks = {c.id: c for c in chunk_list}
     mapping = map_gold(questions, docs, chunk_list)
+    allow_unmapped = bool(cfg.evaluation.get("allow_unmapped", False))
+    mapping.check(float(cfg.evaluation.min_gold_coverage), questions, allow_unmapped)  # unmapped gold is loud here too
     llm = build_llm(cfg.llm)
     scorer = Scorer(cfg, settings, llm)
     closed = ClosedBookAnswerer(
@@ -136,6 +139,7 @@ def run_answers(
             hits: list[Hit] = system.search(question.question, depth) if system is not None else []
             retrieved = time.perf_counter() - started
             answer = this.answer(llm, question.qid, question.question, hits, chunks, system_name)
+            answer.retrieved = [h.chunk_id for h in hits]
             result = scorer.score(question, answer, chunks, retrieved)
             # the item id names the model too: answers of two models can share one graded set
             result.llm = str(cfg.llm.name)
@@ -150,7 +154,7 @@ def run_answers(
         layout,
         f"answers_{base_name}",
         questions,
-        questions_path,
+        question_set,
         mapping,
         scored,
         scorer,

@@ -145,6 +145,7 @@ class ScoredAnswer:
             "abstain_reason": a.abstain_reason,
             "reply_format": a.reply_format,
             "prompt_version": a.prompt_version,
+            "retrieved": a.retrieved,
             "context_ids": a.context_ids,
             "context_tokens": a.context_tokens,
             "stripped_citations": a.stripped_citations,

@@ -45,6 +45,8 @@ class SentenceVerdict:
     text: str
     citations: tuple[str, ...]
     reasons: dict[str, str] = field(default_factory=dict)  # chunk id -> supported | llm_unsupported | ...
+    # chunk id -> [start, end) of the verifier's quote in the chunk's text, where it was found
+    quotes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def supporting(self) -> tuple[str, ...]:
@@ -118,18 +120,26 @@ class ClaimVerifier:
         if needed not in self.template.template:
             raise ValueError(f"answer.verify: prompt {prompt!r} has no ${needed} (batch: {batch})")
 
-    def reason(self, value: Mapping[str, Any], text: str) -> str:
-        """The reason code of one verdict against its source text."""
+    def reason(self, value: Mapping[str, Any], text: str) -> tuple[str, tuple[int, int] | None]:
+        """(reason code of one verdict against its source text, [start, end) of its quote there if found)."""
         if not value["supported"]:
-            return "llm_unsupported"
+            return "llm_unsupported", None
         quote = str(value["quote"]).strip()
         if len(quote) < self.quote_min_chars:
-            return "quote_too_short"
-        score, _, _ = align(quote, text)
-        return "supported" if score >= self.quote_min else "quote_not_in_chunk"
+            return "quote_too_short", None
+        score, start, end = align(quote, text)
+        if score < self.quote_min:
+            return "quote_not_in_chunk", None
+        return "supported", (start, end)
 
     def check_pair(self, sentence: str, text: str, answer: GroundedAnswer | None = None) -> str:
         """The reason code of one (sentence, source text) check: 'supported' or why not."""
+        return self.check_span(sentence, text, answer)[0]
+
+    def check_span(
+        self, sentence: str, text: str, answer: GroundedAnswer | None = None
+    ) -> tuple[str, tuple[int, int] | None]:
+        """(reason code, where the supporting quote lies in `text` when it was found there)."""
         prompt = self.template.substitute(text=text, claim=sentence)
         started = time.perf_counter()
         try:
@@ -141,7 +151,7 @@ class ClaimVerifier:
                 for completion in exc.completions:
                     answer.stage("verify").add(completion, 0.0)
                 answer.stage("verify").seconds += time.perf_counter() - started
-            return "invalid_answer"
+            return "invalid_answer", None
         if answer is not None:
             cost = answer.stage("verify")
             for completion in result.completions:
@@ -149,8 +159,10 @@ class ClaimVerifier:
             cost.seconds += time.perf_counter() - started
         return self.reason(result.value, text)
 
-    def check_answer(self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]) -> dict[tuple[int, str], str]:
-        """Every (sentence index, cited chunk) pair of an answer in one call: pair -> reason code."""
+    def check_answer(
+        self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]
+    ) -> dict[tuple[int, str], tuple[str, tuple[int, int] | None]]:
+        """Every (sentence index, cited chunk) pair of an answer in one call: pair -> (reason code, quote span)."""
         pairs = [
             (i, chunk_id) for i, s in enumerate(answer.sentences) for chunk_id in s.citations if chunk_id in chunks
         ]
@@ -173,13 +185,13 @@ class ClaimVerifier:
             for completion in exc.completions:
                 cost.add(completion, 0.0)
             cost.seconds += time.perf_counter() - started
-            return {pair: "invalid_answer" for pair in pairs}
+            return {pair: ("invalid_answer", None) for pair in pairs}
         for completion in result.completions:
             cost.add(completion, 0.0)
         cost.seconds += time.perf_counter() - started
         verdicts = list(result.value["verdicts"])
         if len(verdicts) != len(pairs):  # a backend without constrained decoding may miscount
-            return {pair: "invalid_answer" for pair in pairs}
+            return {pair: ("invalid_answer", None) for pair in pairs}
         return {(i, c): self.reason(v, chunks[c].text) for (i, c), v in zip(pairs, verdicts, strict=True)}
 
     def verify(self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]) -> Verification:
@@ -189,7 +201,9 @@ class ClaimVerifier:
             for i, sentence in enumerate(answer.sentences):
                 verdict = SentenceVerdict(sentence.text, sentence.citations)
                 for chunk_id in sentence.citations:
-                    verdict.reasons[chunk_id] = reasons.get((i, chunk_id), "unknown_chunk")
+                    verdict.reasons[chunk_id], span = reasons.get((i, chunk_id), ("unknown_chunk", None))
+                    if span is not None:
+                        verdict.quotes[chunk_id] = span
                 verification.sentences.append(verdict)
             return verification
         verification = Verification()
@@ -197,9 +211,12 @@ class ClaimVerifier:
             verdict = SentenceVerdict(sentence.text, sentence.citations)
             for chunk_id in sentence.citations:
                 chunk = chunks.get(chunk_id)
-                verdict.reasons[chunk_id] = (
-                    self.check_pair(sentence.text, chunk.text, answer) if chunk else "unknown_chunk"
-                )
+                if chunk is None:
+                    verdict.reasons[chunk_id] = "unknown_chunk"
+                    continue
+                verdict.reasons[chunk_id], span = self.check_span(sentence.text, chunk.text, answer)
+                if span is not None:
+                    verdict.quotes[chunk_id] = span
             verification.sentences.append(verdict)
         return verification
 

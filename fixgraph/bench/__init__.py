@@ -7,10 +7,11 @@ peer measured in the same run, since these machines are noisy; say what was meas
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from omegaconf import DictConfig
@@ -20,11 +21,13 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-def run_benchmark(name: str, cfg: DictConfig) -> dict[str, Any]:
+def run_benchmark(name: str, cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Run `fixgraph/bench/<name>.py`; benchmarks that compose configs of their own also get the overrides."""
     if name not in available():
         raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(available())}")
     module = importlib.import_module(f"{__name__}.{name}")
-    result: dict[str, Any] = module.run(cfg)
+    takes_overrides = "overrides" in inspect.signature(module.run).parameters
+    result: dict[str, Any] = module.run(cfg, overrides=overrides) if takes_overrides else module.run(cfg)
     return {"benchmark": name, **result}
 
 

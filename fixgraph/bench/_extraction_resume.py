@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from fixgraph.io import RUN_DIR, read_json
 from fixgraph.kg.store import GraphStore
 from fixgraph.pipeline.layout import Layout
 
@@ -103,13 +104,14 @@ def extraction_resume(cfg: DictConfig, sample: int) -> dict[str, Any]:
 
     ids = [row["chunk_id"] for row in journal]
     report = resumed.report
+    run = read_json(graph_dir / RUN_DIR / "graph.json")  # timings and resumed counts of the last build
     tokens = report.get("llm_usage", {}).get("tokens_per_chunk", {})
     return {
         "llm": str(cfg.llm.name),
         "sample_chunks": sample,
         "killed_mid_run": killed,
         "chunks_journaled_before_kill": before_kill,
-        "chunks_resumed": report["extraction"]["chunks_resumed"],
+        "chunks_resumed": run["extraction"]["chunks_resumed"],
         "chunks_total": report["extraction"]["chunks"],
         "duplicated_chunks": len(ids) - len(set(ids)),
         "lost_chunks": sample - len(set(ids)),
@@ -121,8 +123,8 @@ def extraction_resume(cfg: DictConfig, sample: int) -> dict[str, Any]:
             "input_ratio": round(tokens.get("input_mean", 0) / HIPPORAG2_TOKENS["input"], 3),
             "output_ratio": round(tokens.get("output_mean", 0) / HIPPORAG2_TOKENS["output"], 3),
         },
-        "llm_seconds_per_chunk": round(report["llm_usage"]["extract"]["seconds"] / max(1, sample - before_kill), 2)
-        if report.get("llm_usage", {}).get("extract")
+        "llm_seconds_per_chunk": round(run["llm_usage"]["extract"]["seconds"] / max(1, sample - before_kill), 2)
+        if run.get("llm_usage", {}).get("extract")
         else None,
         "wall_seconds_killed_plus_resumed": round(resumed_seconds, 1),
         "grounding_rejections": report["rejections_by_reason"],

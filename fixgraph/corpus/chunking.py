@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import groupby
-from typing import Any, Protocol
+from typing import Protocol
 
 from fixgraph.corpus.models import Block, Chunk, Document
 from fixgraph.io import sha256_text
@@ -22,7 +22,7 @@ class Chunker(Protocol):
     def chunk(self, doc: Document) -> list[Chunk]: ...
 
 
-CHUNKERS: Registry[Chunker] = Registry("chunker")
+CHUNKERS: Registry[Chunker] = Registry("chunker", shared=["cache_dir"])
 
 
 @lru_cache(maxsize=4)
@@ -105,7 +105,6 @@ class StructuralChunker:
         tokenizer: str = "whitespace",
         max_tokens: int = 200,
         min_tokens: int = 48,
-        **_: Any,
     ) -> None:
         if max_tokens <= 0 or min_tokens < 0:
             raise ValueError(f"chunker {name}: max_tokens must be > 0 and min_tokens >= 0")

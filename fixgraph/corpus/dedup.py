@@ -2,15 +2,17 @@
 
 Two documents are near-duplicates when the Jaccard similarity of their word shingles, estimated by
 MinHash, reaches `threshold`. LSH proposes candidate pairs; each is confirmed on the estimate;
-confirmed pairs are joined transitively (union-find). The canonical record of a group is the one
-with the longest text (ties: smallest id), so the richest version is kept; it lists the ids it
-absorbed in `Document.duplicates`, and links to an absorbed id are redirected to it.
+confirmed pairs are joined transitively (union-find). The canonical record of a group is the newest
+by modified (else published) date, so an older copy never absorbs its update; then the one whose URL
+is the canonical URL a member declares (`<link rel=canonical>`); then the longest text; then the
+smallest id. The group records which rule decided (`chosen_by`) and each member's date. The canonical
+lists the ids it absorbed in `Document.duplicates`, and links to an absorbed id are redirected to it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +90,30 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
+def date_of(doc: Document) -> str:
+    """ISO date of the document's last version (modified, else published), or "" when unknown."""
+    return doc.metadata.get("modified") or doc.metadata.get("published") or ""
+
+
+def choose_canonical(group: Sequence[Document]) -> tuple[str, str]:
+    """(canonical id, the rule that decided): newest date, canonical URL, longest text, smallest id."""
+    declared = {d.metadata["canonical_url"] for d in group if d.metadata.get("canonical_url")}
+    rules: list[tuple[str, Callable[[Document], Any]]] = [
+        ("newest date", date_of),
+        ("canonical url", lambda d: d.url in declared),
+        ("longest text", lambda d: len(d.text)),
+    ]
+    candidates = list(group)
+    for rule, key in rules:
+        best = max(key(d) for d in candidates)
+        kept = [d for d in candidates if key(d) == best]
+        if len(kept) < len(candidates) and best:
+            candidates = kept
+            if len(candidates) == 1:
+                return candidates[0].id, rule
+    return min(d.id for d in candidates), "smallest id"
+
+
 def deduplicate(docs: Sequence[Document], config: DedupConfig) -> DedupResult:
     if not config.enabled or len(docs) < 2:
         return DedupResult(documents=list(docs))
@@ -108,14 +134,17 @@ def deduplicate(docs: Sequence[Document], config: DedupConfig) -> DedupResult:
     result = DedupResult(documents=[])
     canonical_of: dict[str, str] = {}
     for ids in members.values():
-        canonical = min(ids, key=lambda i: (-len(by_id[i].text), i))
+        canonical, chosen_by = choose_canonical([by_id[i] for i in ids])
         for i in ids:
             canonical_of[i] = canonical
         absorbed = sorted(i for i in ids if i != canonical)
         if absorbed:
+            dates = {i: date_of(by_id[i]) for i in sorted(ids) if date_of(by_id[i])}
             result.groups.append(
                 {
                     "canonical": canonical,
+                    "chosen_by": chosen_by,
+                    **({"dates": dates} if dates else {}),
                     "absorbed": [
                         {"id": i, "jaccard": round(signatures[canonical].jaccard(signatures[i]), 4)} for i in absorbed
                     ],

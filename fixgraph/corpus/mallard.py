@@ -17,12 +17,13 @@ from pathlib import Path
 
 from lxml import etree
 
+from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem
 from fixgraph.corpus.models import Block, Document, InlineSpan, Link, Section
+from fixgraph.corpus.xinclude import expand, safe_parser
 from fixgraph.io import sha256_bytes
 
 MAL = "http://projectmallard.org/1.0/"
 IF = "http://projectmallard.org/if/1.0/"
-XI = "http://www.w3.org/2001/XInclude"
 
 INLINE_SPAN_KINDS = {"gui", "app", "cmd", "key", "sys", "file", "input", "output", "code", "var"}
 # Elements whose content is a sequence of blocks.
@@ -399,16 +400,18 @@ def page_title(root: etree._Element) -> str:
     return element_text(title)
 
 
-def read_page(path: Path) -> etree._Element:
-    """Parse one page (resolving XInclude); raise MallardError naming the file on failure."""
+def read_page(
+    path: Path, root_dir: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, problems: list[Problem] | None = None
+) -> etree._Element:
+    """Parse one page, expanding XInclude inside `root_dir` only (xinclude.py); raise MallardError naming
+    the file when it is not a Mallard page. Refused or failed includes are appended to `problems`."""
     try:
-        tree = etree.parse(str(path), etree.XMLParser(remove_blank_text=False, resolve_entities=False))
+        tree = etree.parse(str(path), safe_parser())
     except (etree.XMLSyntaxError, OSError) as exc:
         raise MallardError(f"{path}: not well-formed XML: {exc}") from exc
-    try:
-        tree.xinclude()
-    except etree.XIncludeError as exc:
-        raise MallardError(f"{path}: XInclude failed: {exc}") from exc
+    expand(
+        tree, path, root_dir if root_dir is not None else path.parent, max_bytes, [] if problems is None else problems
+    )
     root = tree.getroot()
     if local(root) != "page" or ns(root) != MAL:
         raise MallardError(f"{path}: root element is <{local(root)}>, not a Mallard <page>")
@@ -424,8 +427,10 @@ def parse_page(
     titles: dict[str, str],
     options: MallardOptions,
     version: str = "",
+    problems: list[Problem] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Document:
-    root = read_page(path)
+    root = read_page(path, root_dir, max_bytes, problems)
     page_id = root.get("id", "")
     page = _Page(page_id=page_id, titles=titles, options=options)
     renderer = PageRenderer(page)
@@ -470,12 +475,12 @@ def parse_page(
     )
 
 
-def collect_titles(paths: Iterable[Path]) -> dict[str, str]:
+def collect_titles(paths: Iterable[Path], root_dir: Path | None = None) -> dict[str, str]:
     """First pass: page id -> title, so empty links can display their target's title."""
     titles: dict[str, str] = {}
     for path in paths:
         try:
-            root = read_page(path)
+            root = read_page(path, root_dir)
         except MallardError:
             continue  # reported by the second pass
         titles[root.get("id", "")] = page_title(root)

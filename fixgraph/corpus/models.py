@@ -68,6 +68,10 @@ class Document(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     # Near-duplicates this (canonical) document absorbed at ingest: their ids (see corpus/dedup.py).
     duplicates: list[str] = Field(default_factory=list)
+    # Other ids that name this document (redirected URLs, man page symlinks): links and gold to them resolve here.
+    aliases: list[str] = Field(default_factory=list)
+    # Element ids a link's `#fragment` may name, beyond the section ids (HTML ids and named anchors).
+    anchors: list[str] = Field(default_factory=list)
 
 
 class Chunk(BaseModel):

@@ -18,7 +18,31 @@ class MissingCorpusError(FileNotFoundError):
     """The raw snapshot is not there; the message names the command that fetches it."""
 
 
-__all__ = ["CORPORA", "CorpusSource", "MissingCorpusError", "ParseResult", "Problem", "build_corpus"]
+class EmptyCorpusError(ValueError):
+    """A snapshot folder in which no file parsed into a document: an error, not a corpus of 0 documents."""
+
+
+def missing_folder_message(name: str, folder: Path, holds: str, fetchable: bool) -> str:
+    """What is missing where, and the command that fixes it: `fixgraph fetch` for sources fetchable
+    into the folder, pointing `corpus.snapshot_dir` at the data for sources read in place."""
+    where = f"folder {folder} does not exist" if not folder.is_dir() else f"folder {folder} has no {holds}"
+    if fetchable:
+        return f"corpus {name!r}: {where}. Fetch it with: fixgraph fetch corpus={name}"
+    return (
+        f"corpus {name!r}: {where}. This source is read in place: point it at your data with "
+        f"`fixgraph ingest corpus={name} corpus.snapshot_dir=/path/to/folder`"
+    )
+
+
+__all__ = [
+    "CORPORA",
+    "CorpusSource",
+    "EmptyCorpusError",
+    "MissingCorpusError",
+    "ParseResult",
+    "Problem",
+    "build_corpus",
+]
 
 
 @dataclass
@@ -30,6 +54,8 @@ class ParseResult:
     resources: dict[str, str] = field(default_factory=dict)
     # other names of documents (man page aliases, redirected URLs): alias id -> document id
     aliases: dict[str, str] = field(default_factory=dict)
+    # document ids the source knows are not there, and why: `broken` (HTTP 404/410), `disallowed` (robots.txt)
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 class CorpusSource(Protocol):
@@ -49,7 +75,7 @@ class CorpusSource(Protocol):
         ...
 
 
-CORPORA: Registry[CorpusSource] = Registry("corpus")
+CORPORA: Registry[CorpusSource] = Registry("corpus", ["fixgraph.corpus.connectors"], shared=["dedup"])
 
 
 @CORPORA.register("mallard")
@@ -68,7 +94,6 @@ class MallardCorpus:
         true_tokens: list[str] | None = None,
         empty_link_text: str = "title",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         self.name = name
         self.max_bytes = max_bytes
@@ -84,7 +109,7 @@ class MallardCorpus:
         if self.is_fetched():
             return {**self.source_info(), "origin": "already present"}
         if self.package is None:
-            raise MissingCorpusError(f"{self.snapshot_dir}: no Mallard pages there and no package to fetch from")
+            raise MissingCorpusError(missing_folder_message(self.name, self.snapshot_dir, "Mallard pages", False))
         return fetch_debian_snapshot(self.package, self.snapshot_dir)
 
     def is_fetched(self) -> bool:
@@ -97,15 +122,14 @@ class MallardCorpus:
     def check(self) -> None:
         if not self.is_fetched():
             raise MissingCorpusError(
-                f"corpus {self.name!r}: no pages in {self.snapshot_dir}. "
-                f"Fetch it with: fixgraph fetch corpus={self.name}"
+                missing_folder_message(self.name, self.snapshot_dir, "Mallard pages (*.page)", self.package is not None)
             )
 
     def parse(self) -> ParseResult:
         self.check()
         info = self.source_info()
         paths = sorted(self.snapshot_dir.glob("*.page"))
-        titles = collect_titles(paths)
+        titles = collect_titles(paths, self.snapshot_dir)
         result = ParseResult(documents=[], source_info=info)
         for other in sorted(self.snapshot_dir.glob("*.xml")):
             result.resources[other.name] = "XInclude target"
@@ -117,11 +141,22 @@ class MallardCorpus:
             if too_big is not None:
                 result.problems.append(too_big)
                 continue
+            warnings: list[Problem] = []  # refused or missing XInclude targets: the page is kept without them
             try:
-                doc = parse_page(path, self.snapshot_dir, self.name, titles, self.options, info.get("version", ""))
+                doc = parse_page(
+                    path,
+                    self.snapshot_dir,
+                    self.name,
+                    titles,
+                    self.options,
+                    info.get("version", ""),
+                    warnings,
+                    self.max_bytes,
+                )
             except (MallardError, UnicodeDecodeError) as exc:
                 result.problems.append(Problem(path.name, str(exc), "malformed"))
                 continue
+            result.problems.extend(warnings)
             if doc.id in seen:
                 result.problems.append(
                     Problem(path.name, f"duplicate page id {doc.id!r} (also in {seen[doc.id]})", "duplicate_id")

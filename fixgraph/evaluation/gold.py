@@ -1,16 +1,26 @@
 """Map gold quotes (page id + exact text) onto chunks, so any chunker can be evaluated.
 
 A quote is located in its page's text after normalising whitespace, case and quote characters;
-every chunk its span overlaps is gold (a quote may straddle a chunk boundary).
+every chunk its span overlaps is gold (a quote may straddle a chunk boundary). A gold entry names its
+document by id (`page`) or, for scraped corpora, by `url` (matched against document URLs, the ids
+derived from URLs and redirected URLs kept as aliases). Every quote that does not map is reported as
+`file:line qid page: reason`; an answerable question none of whose quotes maps is an error unless
+allowed (it would silently drop out of scoring).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rapidfuzz import fuzz
+
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.evaluation.questions import Question
+from fixgraph.corpus.urls import doc_id_for_url, normalise_url
+from fixgraph.evaluation.questions import GoldQuote, Question
+
+log = logging.getLogger(__name__)
 
 _QUOTE_CHARS = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
 
@@ -57,10 +67,21 @@ def find_spans(haystack: str, needle: str) -> list[tuple[int, int]]:
 class GoldItem:
     qid: str
     index: int  # position of the quote in the question's gold list
-    page: str
+    page: str  # the document id the quote belongs to (resolved from its URL for URL gold)
     quote: str
     status: str  # mapped | page_missing | quote_not_found
     chunk_ids: list[str] = field(default_factory=list)
+    source: str = ""  # file:line of the question
+    url: str = ""  # the gold URL, for URL gold
+    reason: str = ""  # why it did not map, in words
+
+    def report_line(self) -> str:
+        """`file:line qid page: reason`, the form every unmapped quote is reported in."""
+        return f"{self.source} {self.qid} {self.page or self.url}: {self.reason}"
+
+
+class UnmappedGoldError(GoldCoverageError):
+    """Answerable questions whose gold maps nowhere would silently drop out of scoring."""
 
 
 @dataclass
@@ -85,30 +106,110 @@ class GoldMapping:
     def unmapped(self) -> list[GoldItem]:
         return [i for i in self.items if i.status != "mapped"]
 
-    def check(self, minimum: float) -> None:
+    def answer_pages(self, question: Question) -> set[str]:
+        """Question.answer_pages with URL gold resolved to document ids."""
+        if question.bridge is not None:
+            return {question.bridge.to}
+        return {i.page or i.url for i in self.for_question(question.qid)}
+
+    def unmapped_questions(self, questions: Iterable[Question]) -> list[Question]:
+        """Answerable questions none of whose gold quotes mapped: they cannot be scored."""
+        mapped = {i.qid for i in self.items if i.status == "mapped"}
+        return [q for q in questions if q.answerable and q.qid not in mapped]
+
+    def report(self, questions: Iterable[Question]) -> list[str]:
+        """Every unmapped quote as `file:line qid page: reason`, then each question left unscored."""
+        lines = [i.report_line() for i in self.unmapped()]
+        lines += [
+            f"{q.source} {q.qid}: no gold quote maps onto the corpus; not scored"
+            for q in self.unmapped_questions(questions)
+        ]
+        return lines
+
+    def check(self, minimum: float, questions: Iterable[Question] = (), allow_unmapped: bool = False) -> list[str]:
+        """Log every unmapped quote; raise below `minimum` coverage, or when an answerable question has no
+        mapped gold at all (unless `allow_unmapped`). Returns the report lines (for the run's outputs)."""
+        questions = list(questions)
+        for item in self.unmapped():
+            log.warning("gold not mapped: %s", item.report_line())
+        lost = self.unmapped_questions(questions)
         if self.coverage < minimum:
-            examples = "; ".join(f"{i.qid} {i.page}: {i.status} {i.quote[:60]!r}" for i in self.unmapped()[:5])
             raise GoldCoverageError(
                 f"only {self.coverage:.1%} of {len(self.items)} gold quotes map onto chunks "
-                f"(minimum {minimum:.0%}); e.g. {examples}"
+                f"(minimum {minimum:.0%}); {len(self.unmapped())} unmapped: " + "; ".join(_first(self.unmapped()))
             )
+        if lost and not allow_unmapped:
+            names = ", ".join(f"{q.qid} ({q.source})" for q in lost[:10]) + (" ..." if len(lost) > 10 else "")
+            raise UnmappedGoldError(
+                f"{len(lost)} answerable question(s) have no gold quote that maps onto the corpus and would not be "
+                f"scored: {names}; fix their gold (see the lines above) or pass --allow-unmapped to score without them"
+            )
+        for question in lost:
+            log.warning("not scored (no mapped gold, --allow-unmapped): %s %s", question.source, question.qid)
+        return self.report(questions)
+
+
+def _first(items: Sequence[GoldItem], n: int = 5) -> list[str]:
+    return [i.report_line() for i in items[:n]] + ([f"and {len(items) - n} more"] if len(items) > n else [])
+
+
+def _locate(docs: Sequence[Document], aliases: Mapping[str, str]) -> Callable[[GoldQuote], Document | None]:
+    """Document of a gold entry: by id (or an alias id), or by URL (the document's URL, its id derived from
+    the URL, or a redirected URL kept as an alias)."""
+    by_id = {d.id: d for d in docs}
+    by_url = {normalise_url(d.url): d for d in docs if d.url}
+
+    def locate(gold: GoldQuote) -> Document | None:
+        if gold.page:
+            return by_id.get(gold.page) or by_id.get(aliases.get(gold.page, ""))
+        url = normalise_url(gold.url)
+        doc_id = doc_id_for_url(url)
+        return by_url.get(url) or by_id.get(doc_id) or by_id.get(aliases.get(doc_id, ""))
+
+    return locate
+
+
+def _not_found_reason(text: str, quote: str) -> str:
+    """Say how close the page comes to the quote, so a typo is easy to spot."""
+    norm_text, _ = normalise(text)
+    norm_quote, _ = normalise(quote)
+    best = fuzz.partial_ratio_alignment(norm_quote, norm_text)
+    if best is None or best.score < 50:
+        return "quote not found in the page text"
+    near = norm_text[best.dest_start : best.dest_end]
+    return f"quote not found in the page text (closest: {near[:80]!r}, {best.score:.0f}% similar)"
 
 
 def map_gold(questions: Iterable[Question], docs: Sequence[Document], chunks: Sequence[Chunk]) -> GoldMapping:
-    by_id = {d.id: d for d in docs}
+    aliases = {alias: d.id for d in docs for alias in [*d.aliases, *d.duplicates]}  # redirected, absorbed ids
+    locate = _locate(docs, aliases)
     chunks_by_doc: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         chunks_by_doc.setdefault(chunk.doc_id, []).append(chunk)
     items: list[GoldItem] = []
     for question in questions:
         for index, gold in enumerate(question.gold):
-            item = GoldItem(question.qid, index, gold.page, gold.quote, "page_missing")
-            doc = by_id.get(gold.page)
-            if doc is not None:
+            doc = locate(gold)
+            item = GoldItem(
+                question.qid,
+                index,
+                doc.id if doc else gold.page,
+                gold.quote,
+                "page_missing",
+                source=question.source,
+                url=gold.url,
+            )
+            if doc is None:
+                item.reason = f"no document with id {gold.page!r}" if gold.page else f"no document for URL {gold.url!r}"
+            else:
                 spans = find_spans(doc.text, gold.quote)
                 item.chunk_ids = [
                     c.id for c in chunks_by_doc.get(doc.id, []) if any(c.start < e and c.end > s for s, e in spans)
                 ]
                 item.status = "mapped" if item.chunk_ids else "quote_not_found"
+                if not spans:
+                    item.reason = _not_found_reason(doc.text, gold.quote)
+                elif not item.chunk_ids:
+                    item.reason = "quote found in the page but in no chunk (text the chunker dropped)"
             items.append(item)
     return GoldMapping(items)

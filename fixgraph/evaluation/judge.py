@@ -28,7 +28,7 @@ class Judge(Protocol):
     def judge(self, question: Question, answer: str) -> Judgement: ...
 
 
-JUDGES: Registry[Judge] = Registry("judge")
+JUDGES: Registry[Judge] = Registry("judge", ["fixgraph.evaluation.llm_judge", "fixgraph.evaluation.rule_judge"])
 
 
 @JUDGES.register("none")

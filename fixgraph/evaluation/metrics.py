@@ -64,7 +64,9 @@ def retrieval_metrics(
             rows[question.qid][metric_name("support_complete", k)] = float(
                 all(top.intersection(i.chunk_ids) for i in items)
             )
-            rows[question.qid][metric_name("answer_page_hit", k)] = float(bool(top_pages & question.answer_pages))
+            rows[question.qid][metric_name("answer_page_hit", k)] = float(
+                bool(top_pages & mapping.answer_pages(question))
+            )
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index.name = "qid"
     qtypes = {q.qid: q.qtype for q in scored}

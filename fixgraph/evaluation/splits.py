@@ -1,18 +1,29 @@
-"""The `split` registry: which questions a run is scored on."""
+"""The `split` registry: which questions a run is scored on.
+
+Every way questions enter a run goes through here (`resolve_questions` for evaluate / run / answers,
+`Split.load()` for sweeps, the candidate cache and benchmarks), and every way checks the question set
+against the locked test questions (locked_questions.py) before any work starts.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from fixgraph.evaluation.locked_questions import LockedMatch, LockedSet, exclusion_record, guard
+from fixgraph.evaluation.protocol_errors import LockedSplitError, SplitError
 from fixgraph.evaluation.questions import Question, load_questions
-from fixgraph.evaluation.splitting import FrozenSplit
+from fixgraph.evaluation.splitting import PARTS, question_hash, read_split_file, test_split_unlocked, verify
+from fixgraph.io import stable_hash
 from fixgraph.registry import Registry
 
 
 class Split(Protocol):
     name: str
     questions_path: Path
+    excluded: list[LockedMatch]  # locked test questions dropped by the last load (exclude_locked)
+    locked: LockedSet | None
 
     def select(self, questions: list[Question]) -> list[Question]: ...
 
@@ -24,21 +35,57 @@ SPLITS: Registry[Split] = Registry("split")
 
 @SPLITS.register("file")
 class FileSplit:
-    """Every question of one question file."""
+    """Every question of one question file, less the locked test questions of the frozen split `lock`."""
 
-    def __init__(self, name: str, questions: str, **_: Any) -> None:
+    def __init__(self, name: str, questions: str, lock: str, exclude_locked: bool) -> None:
         self.name = name
         self.questions_path = Path(questions)
+        self.lock_file = Path(lock)
+        self.exclude_locked = exclude_locked
+        self.excluded: list[LockedMatch] = []
+        self.locked: LockedSet | None = None
 
     def select(self, questions: list[Question]) -> list[Question]:
-        return questions
+        self.locked = LockedSet.of_split(self.lock_file)
+        selected, self.excluded = guard(questions, self.locked, self.exclude_locked, f"split {self.name}")
+        return selected
 
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
 
 
-# frozen dev/test parts of a question pool (splitting.py: assignment rule, split file, verification)
-SPLITS.register("frozen")(FrozenSplit)
+@SPLITS.register("frozen")
+class FrozenSplit:
+    """One part (dev or test) of a frozen split of a question pool; verified on every load."""
+
+    def __init__(self, name: str, questions: str, file: str, part: str, exclude_locked: bool) -> None:
+        if part not in PARTS:
+            raise SplitError(f"split {name}: part must be one of {', '.join(PARTS)}, got {part!r}")
+        self.name = name
+        self.questions_path = Path(questions)
+        self.file = Path(file)
+        self.part = part
+        self.exclude_locked = exclude_locked
+        self.excluded: list[LockedMatch] = []
+        self.locked: LockedSet | None = None
+
+    def select(self, questions: list[Question]) -> list[Question]:
+        split = read_split_file(self.file)
+        verify(split, questions, self.file)
+        if self.part == "test" and not test_split_unlocked():
+            raise LockedSplitError(
+                f"split {self.name}: the test part is locked; record finalists with `fixgraph finalists` "
+                "and score it with `fixgraph test`"
+            )
+        wanted = set(split.ids(self.part))
+        selected = [q for q in questions if q.qid in wanted]
+        # a dev question with a test question's text (a copy under a new id) is locked as well
+        self.locked = LockedSet.of_split(self.file)
+        selected, self.excluded = guard(selected, self.locked, self.exclude_locked, f"split {self.name}")
+        return selected
+
+    def load(self) -> list[Question]:
+        return self.select(load_questions(self.questions_path))
 
 
 def build_split(cfg: Any) -> Split:
@@ -47,9 +94,48 @@ def build_split(cfg: Any) -> Split:
     return build(SPLITS, cfg)
 
 
-def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -> tuple[list[Question], Path, str]:
-    """Questions come from `--questions FILE` (any file in the shared format) or the configured split."""
+@dataclass
+class QuestionSet:
+    """The questions a run scores, where they came from, and what the locked-test guard dropped."""
+
+    questions: list[Question]
+    path: Path
+    name: str  # the run's name: its output folder under artifacts/eval/<corpus>/
+    excluded: list[LockedMatch] = field(default_factory=list)
+    locked: LockedSet | None = None
+
+    @property
+    def content_hash(self) -> str:
+        return question_set_hash(self.questions)
+
+    def exclusion(self) -> dict[str, Any]:
+        return exclusion_record(self.excluded, self.locked)
+
+
+def question_set_hash(questions: list[Question]) -> str:
+    """Hash of the questions' full content, independent of file order."""
+    return stable_hash(sorted(question_hash(q) for q in questions))
+
+
+def output_name(stem: str, questions: list[Question], frozen_dev: bool) -> str:
+    """`dev` for the frozen dev split (dvc.yaml and the README point there); any other question set is
+    `<stem>-<8 hex of its content>`, so two sets with one stem never share (and overwrite) a folder."""
+    if frozen_dev:
+        return stem
+    return f"{stem}-{question_set_hash(questions)[:8]}"
+
+
+def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -> QuestionSet:
+    """Questions come from `--questions FILE` (any file in the shared format) or the configured split;
+    either way locked test questions are refused or, with `split.exclude_locked`, dropped."""
+    exclude = bool(cfg.split.get("exclude_locked", False))  # .get: configs recorded before the key existed
     if questions_path is not None:
-        return load_questions(questions_path), questions_path, name or questions_path.stem
+        locked = LockedSet.of_split(Path(str(cfg.splitting.file)))
+        questions, excluded = guard(load_questions(questions_path), locked, exclude, str(questions_path))
+        stem = questions_path.stem
+        return QuestionSet(questions, questions_path, name or output_name(stem, questions, False), excluded, locked)
     split = build_split(cfg.split)
-    return split.load(), split.questions_path, name or split.name
+    questions = split.load()
+    frozen_dev = isinstance(split, FrozenSplit) and split.part == "dev"
+    default = output_name(split.name, questions, frozen_dev)
+    return QuestionSet(questions, split.questions_path, name or default, split.excluded, split.locked)

@@ -8,9 +8,10 @@ Assignment rule (deterministic, independent of file order):
   and the first round(test_fraction x groups) go to test, the rest to dev.
 
 The split file records each question's part and the hash of its full content (every field, not only
-the id), plus a digest of the whole assignment. Verification recomputes all three from the pool: an
-edited, added or removed question, or a hand-moved assignment, is an error naming the question; only
-`fixgraph split --refreeze "reason"` writes a new split (and keeps the reason in the file).
+the id), a digest of the whole assignment and a digest of its freeze history. Verification recomputes
+them from the pool: an edited, added or removed question, a hand-moved assignment or a hand-edited
+history is an error naming what changed; only `fixgraph split --refreeze "reason"` writes a new split
+(and keeps the reason in the file). Which questions are locked: locked_questions.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from fixgraph.evaluation.protocol_errors import LockedSplitError, SplitError
+from fixgraph.evaluation.protocol_errors import SplitError
 from fixgraph.evaluation.questions import Question, load_questions
 from fixgraph.io import read_json, sha256_file, sha256_text, stable_hash, write_json
 
@@ -45,6 +46,10 @@ def unlocked_test_split(study: str) -> Iterator[None]:
         yield
     finally:
         _TEST_UNLOCKED.reset(token)
+
+
+def test_split_unlocked() -> bool:
+    return _TEST_UNLOCKED.get() is not None
 
 
 def question_hash(question: Question) -> str:
@@ -74,7 +79,7 @@ def groups_of(questions: Sequence[Question]) -> list[list[Question]]:
 
     first_with: dict[str, str] = {}
     for q in questions:
-        pages = {g.page for g in q.gold}
+        pages = {g.target for g in q.gold}
         if q.bridge is not None:
             pages |= {q.bridge.from_page, q.bridge.to}
         keys = [f"page:{p}" for p in sorted(pages & endpoints)]
@@ -124,6 +129,7 @@ class SplitFile:
     questions: dict[str, dict[str, str]]  # qid -> {part, hash, qtype}
     digest: str
     history: list[dict[str, str]]
+    history_digest: str = ""  # as stored in the file; verify() recomputes it
 
     def ids(self, part: str) -> list[str]:
         return sorted(qid for qid, entry in self.questions.items() if entry["part"] == part)
@@ -143,12 +149,18 @@ class SplitFile:
             "digest": self.digest,
             "counts": self.counts(),
             "history": self.history,
+            "history_digest": _history_digest(self.history),
             "questions": dict(sorted(self.questions.items())),
         }
 
 
 def _digest(questions: dict[str, dict[str, str]]) -> str:
     return stable_hash(questions)
+
+
+def _history_digest(history: list[dict[str, str]]) -> str:
+    """Seals the freeze/refreeze history: a refreeze hidden by editing it by hand is an error."""
+    return stable_hash(history)
 
 
 def build_split_file(
@@ -174,6 +186,7 @@ def read_split_file(path: Path) -> SplitFile:
             {str(k): dict(v) for k, v in data["questions"].items()},
             str(data["digest"]),
             list(data.get("history", [])),
+            str(data.get("history_digest", "")),
         )
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise SplitError(f"{path}: malformed split file ({exc})") from None
@@ -184,6 +197,10 @@ def verify(split: SplitFile, questions: Sequence[Question], path: Path) -> None:
     problems: list[str] = []
     if _digest(split.questions) != split.digest:
         problems.append("its assignment digest does not match its entries (the file was edited by hand)")
+    if not split.history_digest:
+        problems.append("it has no history_digest (its freeze history is not sealed; refreeze with a reason)")
+    elif _history_digest(split.history) != split.history_digest:
+        problems.append("its history does not match its history_digest (the history was edited by hand)")
     current = {q.qid: q for q in questions}
     for qid in sorted(current.keys() - split.questions.keys()):
         problems.append(f"question {qid!r} is not in the frozen split (added to the pool later)")
@@ -226,29 +243,3 @@ def freeze(
     split.history[-1]["pool_sha256"] = sha256_file(pool)
     write_json(path, split.to_json())
     return split, "refrozen" if history else "frozen"
-
-
-class FrozenSplit:
-    """One part (dev or test) of a frozen split of a question pool; verified on every load."""
-
-    def __init__(self, name: str, questions: str, file: str, part: str, **_: Any) -> None:
-        if part not in PARTS:
-            raise SplitError(f"split {name}: part must be one of {', '.join(PARTS)}, got {part!r}")
-        self.name = name
-        self.questions_path = Path(questions)
-        self.file = Path(file)
-        self.part = part
-
-    def select(self, questions: list[Question]) -> list[Question]:
-        split = read_split_file(self.file)
-        verify(split, questions, self.file)
-        if self.part == "test" and _TEST_UNLOCKED.get() is None:
-            raise LockedSplitError(
-                f"split {self.name}: the test part is locked; record finalists with `fixgraph finalists` "
-                "and score it with `fixgraph test`"
-            )
-        wanted = set(split.ids(self.part))
-        return [q for q in questions if q.qid in wanted]
-
-    def load(self) -> list[Question]:
-        return self.select(load_questions(self.questions_path))

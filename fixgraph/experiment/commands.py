@@ -1,140 +1,86 @@
-"""CLI verbs of the evaluation protocol: split, finalists, test, sweep, compare, expected.
-
-Registered by fixgraph/cli.py (two lines there); each verb parses its flags here and calls a library
-function, nothing more.
-"""
+"""Verbs of the experiment layer: run, evaluate, answers, split, sweep, finalists, test, compare, expected, ui."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-COMMANDS = ("split", "finalists", "test", "sweep", "compare", "expected")
-
-
-def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """`command(name, help)` is cli.py's factory (it adds --params and Hydra overrides); `sub` its subparsers."""
-    split = command("split", "freeze the dev/test split of the question pool, or verify the frozen one")
-    split.add_argument("--refreeze", metavar="REASON", help="rewrite a frozen split (the reason is recorded)")
-
-    finalists = command("finalists", "score finalists and baseline on dev and record them for the locked test")
-    finalists.add_argument("--study", required=True, help="study name: experiments/<study>/")
-    finalists.add_argument("--finalists", required=True, help="comma-separated system names")
-    finalists.add_argument("--baseline", help="default: experiment.baseline")
-    finalists.add_argument("--family-metrics", help="comma-separated; default: comparison.family_metrics")
-    finalists.add_argument("--replace", action="store_true", help="choose again (only before any test run)")
-    finalists.add_argument("--no-track", action="store_true")
-
-    test = command("test", "score the recorded finalists once on the locked test split")
-    test.add_argument("--study", required=True)
-    test.add_argument("--force-reason", help="required for any test run after the first; recorded")
-    test.add_argument("--no-track", action="store_true")
-
-    sweep = command("sweep", "Optuna sweep over a search space (conf/sweep/*.yaml) on the dev split")
-    sweep.add_argument("--study", help="Optuna study name (default: the sweep option's name); resumable")
-    sweep.add_argument("--trials", type=int, help="total completed trials wanted (default: sweep.n_trials)")
-    sweep.add_argument("--sampler", choices=("tpe", "grid", "random"), help="default: sweep.sampler")
-    sweep.add_argument("--storage", help="Optuna storage URL (sqlite:///..., postgresql://...)")
-    sweep.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
-    sweep.add_argument("--join", action="store_true", help="join an existing study as one more worker")
-    sweep.add_argument("--no-fast-path", action="store_true", help="always run the full evaluation per trial")
-
-    # positional words without '=' are MLflow run ids (evaluation or system runs), the rest Hydra overrides
-    compare = command("compare", "paired comparison of MLflow runs: RUN_ID... and/or --tag key=value")
-    compare.add_argument("--tag", action="append", default=[], help="select system runs by tag (repeatable)")
-    compare.add_argument("--baseline", help="baseline system label (default: the first)")
-    compare.add_argument("--metrics", help="comma-separated (default: the headline metrics)")
-    compare.add_argument("--axis", help="the axis under test: corpus, chunks, retriever, reranker")
-    compare.add_argument("--output", type=Path, help="folder for the table and plots (default: a temp folder)")
-    compare.add_argument("--no-track", action="store_true")
-
-    expected = sub.add_parser("expected", help="check (or record) expected-score files")
-    expected.add_argument("action", choices=("check", "record"))
-    expected.add_argument("files", nargs="+", type=Path)
+from fixgraph.commands import Command, csv
+from fixgraph.evaluation.cli_flags import add_question_flags, question_flag_words
 
 
-def split_overrides(args: argparse.Namespace) -> None:
-    """`compare` shares argparse's positional slot between run ids and Hydra overrides."""
-    if args.command == "expected":
-        args.params, args.overrides = None, []
-    if args.command == "compare":
-        args.runs = [r for r in args.overrides if "=" not in r]
-        args.overrides = [o for o in args.overrides if "=" in o]
+def _evaluation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", type=Path, help="any question file in the shared format")
+    parser.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
+    parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    add_question_flags(parser)
 
 
-def dispatch(args: argparse.Namespace, cfg: DictConfig) -> int:
-    if args.command == "split":
-        return _split(cfg, args.refreeze)
-    if args.command == "finalists":
-        from fixgraph.experiment.locked import record_finalists
+def _evaluate(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.experiment.runners import build_experiment
 
-        path, _ = record_finalists(
-            cfg,
-            args.study,
-            _csv(args.finalists),
-            args.baseline,
-            _csv(args.family_metrics) or None,
-            args.replace,
-            track=False if args.no_track else None,
-        )
-        print((path.parent / "dev_evidence.md").read_text())
-        print(f"recorded {path}; score the test split once with `fixgraph test --study {args.study}`")
-        return 0
-    if args.command == "test":
-        from fixgraph.experiment.locked import run_test
+    if args.command == "run":
+        from fixgraph.pipeline.stages import fetch
 
-        report, result = run_test(cfg, args.study, args.force_reason, track=False if args.no_track else None)
-        print(report.read_text())
-        print(f"report: {report} (+ .json); evaluation: {result.output_dir}")
-        return 0
-    if args.command == "sweep":
-        from fixgraph.experiment.sweep import run_sweep
-
-        summary = run_sweep(
-            cfg,
-            study=args.study,
-            trials=args.trials,
-            sampler=args.sampler,
-            storage=args.storage,
-            workers=args.workers,
-            join=args.join,
-            fast_path=not args.no_fast_path,
-        )
-        print(summary.describe())
-        return 0
-    if args.command == "compare":
-        from fixgraph.experiment.compare_runs import compare_runs
-
-        outcome = compare_runs(
-            cfg,
-            args.runs,
-            args.tag,
-            baseline=args.baseline,
-            metrics=_csv(args.metrics) or None,
-            axis=args.axis,
-            output=args.output,
-            track=not args.no_track,
-        )
-        print(outcome)
-        return 0
-    if args.command == "expected":
-        return _expected(args.action, args.files)
-    raise KeyError(f"unknown command {args.command!r}")
+        fetch(cfg)
+    runner = build_experiment(cfg.experiment)
+    result = runner.run(cfg, args.questions, args.name, track=False if args.no_track else None)
+    print(
+        f"\n{result.name}: {result.info['questions']} questions, gold coverage {result.coverage:.1%}, "
+        f"corpus {result.info['corpus']} {result.info['corpus_version']}"
+    )
+    print(result.table)
+    print(f"outputs: {result.output_dir}")
+    if result.mlflow_run_id:
+        print(f"MLflow run {result.mlflow_run_id} (browse with `fixgraph ui`)")
+    return 0
 
 
-def _csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+def _answers_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", type=Path, help="any question file in the shared format")
+    parser.add_argument("--name", help="name of this evaluation (default: split name or file stem)")
+    parser.add_argument("--no-track", action="store_true", help="do not record the run in MLflow")
+    parser.add_argument("--study", help="answer with a finalist of this locked-test study (with --finalist)")
+    parser.add_argument("--finalist", help="the finalist's system name (experiments/<study>/finalists.yaml)")
+    add_question_flags(parser)
 
 
-def _split(cfg: DictConfig, refreeze: str | None) -> int:
+def _answers(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.commands import closing_lines
+    from fixgraph.answer.run import run_answers
+
+    if bool(args.study) != bool(args.finalist):
+        raise ValueError("answers: --study and --finalist go together")
+    if args.study:
+        from fixgraph.experiment.studies import finalist_config
+
+        cfg = finalist_config(cfg, args.study, args.finalist)  # exactly the system the study recorded
+
+    result = run_answers(cfg, args.questions, args.name, track=False if args.no_track else None)
+    print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
+    print(result.table)
+    print("\n".join(closing_lines(result)))  # last: the judge guard's warning, when it fired
+    return 0
+
+
+def _answers_words(args: argparse.Namespace) -> None:
+    from fixgraph.answer.commands import add_preset
+
+    add_preset(args)  # `answers` composes experiment=answers by default
+    question_flag_words(args)
+
+
+def _split_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--refreeze", metavar="REASON", help="rewrite a frozen split (the reason is recorded)")
+
+
+def _split(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.evaluation.splitting import freeze
 
     s = cfg.splitting
-    split, status = freeze(Path(str(s.pool)), Path(str(s.file)), float(s.test_fraction), str(s.salt), refreeze)
+    split, status = freeze(Path(str(s.pool)), Path(str(s.file)), float(s.test_fraction), str(s.salt), args.refreeze)
     counts = split.counts()
     print(f"{s.file}: {status}; digest {split.digest[:16]}")
     for part in ("dev", "test"):
@@ -143,12 +89,139 @@ def _split(cfg: DictConfig, refreeze: str | None) -> int:
     return 0
 
 
-def _expected(action: str, files: list[Path]) -> int:
+def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--study", help="Optuna study name (default: the sweep option's name); resumable")
+    parser.add_argument("--trials", type=int, help="total completed trials wanted (default: sweep.n_trials)")
+    parser.add_argument("--sampler", choices=("tpe", "grid", "random"), help="default: sweep.sampler")
+    parser.add_argument("--storage", help="Optuna storage URL (sqlite:///..., postgresql://...)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    parser.add_argument("--join", action="store_true", help="join an existing study as one more worker")
+
+
+def _sweep_words(args: argparse.Namespace) -> None:
+    """Sweep expressions (`retriever=choice(a,b)`) form the space; the rest compose the base config."""
+    from fixgraph.experiment.sweep_spec import split_sweep_overrides
+
+    args.overrides, args.sweep_params = split_sweep_overrides(args.overrides)
+
+
+def _sweep(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.config import ConfigError
+    from fixgraph.experiment.sweep import run_sweep
+
+    if args.params is not None:
+        raise ConfigError("fixgraph sweep composes every trial from conf/: give Hydra overrides, not --params")
+    summary = run_sweep(
+        cfg,
+        overrides=args.overrides,
+        sweep_params=args.sweep_params,
+        study=args.study,
+        trials=args.trials,
+        sampler=args.sampler,
+        storage=args.storage,
+        workers=args.workers,
+        join=args.join,
+    )
+    print(summary.describe())
+    return 0
+
+
+def _finalists_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--study", required=True, help="study name: experiments/<study>/")
+    parser.add_argument("--finalists", help="comma-separated system names (of `systems`)")
+    parser.add_argument("--from-sweep", metavar="SWEEP", help="take the finalists from this sweep study's best trials")
+    parser.add_argument("--top", type=int, default=3, help="with --from-sweep: how many of its best trials")
+    parser.add_argument("--storage", help="with --from-sweep: the sweep's Optuna storage URL")
+    parser.add_argument("--baseline", help="default: experiment.baseline")
+    parser.add_argument("--family-metrics", help="comma-separated; default: comparison.family_metrics")
+    parser.add_argument("--replace", action="store_true", help="choose again (only before any test run)")
+    parser.add_argument("--no-track", action="store_true")
+
+
+def _finalists(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.experiment.locked import record_finalists
+    from fixgraph.experiment.studies import sweep_finalists
+
+    if bool(args.finalists) == bool(args.from_sweep):
+        raise ValueError("finalists: give either --finalists a,b or --from-sweep SWEEP (with --top N)")
+    extra: dict[str, Any] = {}
+    names = csv(args.finalists)
+    if args.from_sweep:
+        extra = sweep_finalists(cfg, args.from_sweep, args.top, args.storage)
+        names = list(extra)
+    path, _ = record_finalists(
+        cfg,
+        args.study,
+        names,
+        args.baseline,
+        csv(args.family_metrics) or None,
+        args.replace,
+        track=False if args.no_track else None,
+        extra_systems=extra,
+    )
+    print((path.parent / "dev_evidence.md").read_text())
+    print(f"recorded {path}; score the test split once with `fixgraph test --study {args.study}`")
+    return 0
+
+
+def _test_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--force-reason", help="required for any test run after the first; recorded")
+    parser.add_argument("--no-track", action="store_true")
+
+
+def _test(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.experiment.locked import run_test
+
+    report, result = run_test(cfg, args.study, args.force_reason, track=False if args.no_track else None)
+    print(report.read_text())
+    print(f"report: {report} (+ .json); evaluation: {result.output_dir}")
+    return 0
+
+
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tag", action="append", default=[], help="select system runs by tag (repeatable)")
+    parser.add_argument("--baseline", help="baseline system label (default: the first)")
+    parser.add_argument("--metrics", help="comma-separated (default: the headline metrics)")
+    parser.add_argument("--axis", help="the axis under test: corpus, chunks, retriever, reranker")
+    parser.add_argument("--output", type=Path, help="folder for the table and plots (default: a temp folder)")
+    parser.add_argument("--no-track", action="store_true")
+
+
+def _compare_words(args: argparse.Namespace) -> None:
+    """Positional words without '=' are MLflow run ids (evaluation or system runs)."""
+    args.runs = [r for r in args.overrides if "=" not in r]
+    args.overrides = [o for o in args.overrides if "=" in o]
+
+
+def _compare(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.experiment.compare_runs import compare_runs
+
+    outcome = compare_runs(
+        cfg,
+        args.runs,
+        args.tag,
+        baseline=args.baseline,
+        metrics=csv(args.metrics) or None,
+        axis=args.axis,
+        output=args.output,
+        track=not args.no_track,
+    )
+    print(outcome)
+    return 0
+
+
+def _expected_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("check", "record"))
+    parser.add_argument("files", nargs="+", type=Path)
+
+
+def _expected(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.experiment import expected
 
     failed = 0
-    for path in files:
-        if action == "record":
+    for path in args.files:
+        if args.action == "record":
             values = expected.record(path)
             print(f"{path}: recorded {sum(len(v) for v in values.values())} scores")
             continue
@@ -161,3 +234,71 @@ def _expected(action: str, files: list[Path]) -> int:
         else:
             print(f"{path}: ok")
     return 1 if failed else 0
+
+
+def _ui_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--backend-store-uri", default="sqlite:///mlflow.db")
+
+
+def _ui(args: argparse.Namespace, cfg: Any) -> int:
+    command = ["mlflow", "ui", "--backend-store-uri", args.backend_store_uri, "--host", "127.0.0.1"]
+    return subprocess.call([*command, "--port", str(args.port)])
+
+
+COMMANDS = [
+    Command(
+        "run",
+        "the main job: fetch, ingest, chunk, index and evaluate, then print the table",
+        _evaluate,
+        _evaluation_arguments,
+        take_words=question_flag_words,
+    ),
+    Command(
+        "evaluate",
+        "score the configured systems on a question file",
+        _evaluate,
+        _evaluation_arguments,
+        take_words=question_flag_words,
+    ),
+    Command(
+        "answers",
+        "answer, verify and judge the split's questions (answer=, judge=, llm=)",
+        _answers,
+        _answers_arguments,
+        take_words=_answers_words,
+    ),
+    Command(
+        "split", "freeze the dev/test split of the question pool, or verify the frozen one", _split, _split_arguments
+    ),
+    Command(
+        "sweep",
+        "Optuna sweep over any config axis (conf/sweep/*.yaml or sweep expressions) on dev",
+        _sweep,
+        _sweep_arguments,
+        take_words=_sweep_words,
+    ),
+    Command(
+        "finalists",
+        "score finalists and baseline on dev and record them for the locked test",
+        _finalists,
+        _finalists_arguments,
+    ),
+    Command("test", "score the recorded finalists once on the locked test split", _test, _test_arguments),
+    Command(
+        "compare",
+        "paired comparison of MLflow runs: RUN_ID... and/or --tag key=value",
+        _compare,
+        _compare_arguments,
+        take_words=_compare_words,
+    ),
+    Command(
+        "expected",
+        "check (or record) expected-score files",
+        _expected,
+        _expected_arguments,
+        config=False,
+        overrides=False,
+    ),
+    Command("ui", "open the MLflow UI on 127.0.0.1", _ui, _ui_arguments, config=False, overrides=False),
+]

@@ -22,7 +22,7 @@ from fixgraph.evaluation.result import EvaluationResult, headline_metrics, per_q
 from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.evaluation.trec import write_qrels, write_run
 from fixgraph.experiment.analyses import fingerprints, write_analyses
-from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
@@ -68,11 +68,15 @@ def evaluate(
     track: bool | None = None,
 ) -> EvaluationResult:
     layout = Layout.from_config(cfg)
-    questions, questions_path, name = resolve_questions(cfg, questions_path, name)  # fails before any work
+    question_set = resolve_questions(cfg, questions_path, name)  # fails before any work (locked questions too)
+    questions, questions_path, name = question_set.questions, question_set.path, question_set.name
     chunk_result = chunk(cfg)
     docs, chunks = load_documents(cfg), load_chunks(cfg)
     mapping = map_gold(questions, docs, chunks)
-    mapping.check(float(cfg.evaluation.min_gold_coverage))
+    # (.get: finalists recorded before `allow_unmapped` existed replay their own config at test time)
+    gold_report = mapping.check(
+        float(cfg.evaluation.min_gold_coverage), questions, bool(cfg.evaluation.get("allow_unmapped", False))
+    )
     traces: dict[str, list[Any]] = {}
     rankings, timings = rank_all(cfg, questions, chunks, traces)
     doc_of = {c.id: c.doc_id for c in chunks}
@@ -85,10 +89,13 @@ def evaluate(
         "name": name,
         "questions_file": str(questions_path),
         "questions_hash": sha256_file(questions_path),
+        "question_set_hash": question_set.content_hash,
         "questions": len(questions),
         "scored_questions": int(per_question.groupby("system")["scored"].sum().iloc[0]),
+        "locked_excluded": question_set.exclusion(),
         "gold_quotes": len(mapping.items),
         "gold_coverage": mapping.coverage,
+        "unmapped_gold": gold_report,
         "corpus": manifest["corpus"],
         "corpus_hash": manifest["corpus_hash"],
         "corpus_version": manifest["source"].get("version", ""),
@@ -103,17 +110,24 @@ def evaluate(
     out = layout.eval_dir(name)
     with atomic_dir(out) as tmp:
         write_jsonl(tmp / "gold_mapping.jsonl", (item.__dict__ for item in mapping.items))
+        write_text(tmp / "unmapped_gold.txt", "".join(f"{line}\n" for line in gold_report))
         write_qrels(tmp / "qrels.txt", mapping.qrels())
         for system, ranking in rankings.items():
             write_run(tmp / "runs" / f"{system}.trec", ranking, tag=system)
         for system, rows in traces.items():
             write_jsonl(tmp / "traces" / f"{system}.jsonl", rows)
-        per_question.to_parquet(tmp / "per_question.parquet", index=False)
+        # latency differs run to run: it goes under _run/ (outside DVC's hashes), the scores stay byte-stable
+        timing = [c for c in per_question.columns if c.endswith("_ms")]
+        (tmp / RUN_DIR).mkdir()
+        per_question.drop(columns=timing).to_parquet(tmp / "per_question.parquet", index=False)
+        per_question[["system", "qid", *timing]].to_parquet(tmp / RUN_DIR / "timings.parquet", index=False)
         info.update(write_analyses(cfg, questions, mapping, rankings, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)
-        write_json(tmp / "info.json", info)
+        write_json(tmp / "info.json", {k: v for k, v in info.items() if k != "latency"})
+        write_json(tmp / RUN_DIR / "latency.json", info["latency"])
         write_text(tmp / "table.md", table)
     write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
+    log.info("evaluation %s (%d questions) written to %s", name, len(questions), out)
     result = EvaluationResult(name, out, table, metrics, per_question, mapping.coverage, info)
     if track if track is not None else bool(cfg.tracking.enabled):
         from fixgraph.experiment.analyses import mlflow_extras

@@ -4,15 +4,17 @@
    part, and writes experiments/S/finalists.yaml: the full resolved config the test will use, the
    Holm family (finalists x family metrics, never the baseline), the split digest, and the dev evidence.
 2. `fixgraph test --study S` verifies finalists.yaml (self-digest) and the split (unchanged since the
-   finalists, every question unedited), scores the recorded config on the test part, compares each
-   finalist with the baseline (difference, CI, p, p_Holm), writes experiments/S/test_report.{md,json}
-   and logs it all to MLflow. A second test run is refused unless `--force-reason "..."` is given;
-   every attempt and its reason is appended to experiments/S/test_log.jsonl.
+   finalists, every question unedited, its history as the ledger last saw it), scores the recorded
+   config on the test part, compares each finalist with the baseline (difference, CI, p, p_Holm),
+   writes experiments/S/test_looks/<n>/test_report.{md,json} (numbered, never overwritten) and logs
+   it all to MLflow. A second look is refused unless `--force-reason "..."` is given. Every attempt,
+   refused, failed or completed, with or without MLflow tracking, is one entry of the hash-chained
+   ledger experiments/locked_test_ledger.jsonl (ledger.py), checked against the numbered reports
+   and the MLflow runs tagged `stage=locked_test` before each new attempt.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,12 +26,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.config import ConfigError, systems_of, to_dict
 from fixgraph.evaluation.comparison import Family
-from fixgraph.evaluation.protocol_errors import ProtocolError
+from fixgraph.evaluation.protocol_errors import ProtocolError, SplitError
 from fixgraph.evaluation.result import EvaluationResult, headline_metrics
 from fixgraph.evaluation.splitting import read_split_file, unlocked_test_split
 from fixgraph.experiment.comparing import attach_family_comparison
 from fixgraph.experiment.evaluate import evaluate
-from fixgraph.io import sha256_file, stable_hash, write_json, write_text
+from fixgraph.experiment.ledger import Ledger, LedgerError, check_witnesses, completed, migrate_legacy_log
+from fixgraph.io import atomic_dir, sha256_file, stable_hash, write_json, write_text
 from fixgraph.tracking import git_state
 
 log = logging.getLogger(__name__)
@@ -50,16 +53,18 @@ class StudyPaths:
         return self.root / "finalists.yaml"
 
     @property
-    def log(self) -> Path:
+    def ledger(self) -> Ledger:
+        return Ledger.at(self.root.parent)
+
+    @property
+    def legacy_log(self) -> Path:
+        """Where looks were logged before the ledger (migrated into it on the next attempt)."""
         return self.root / "test_log.jsonl"
 
     @property
-    def report_md(self) -> Path:
-        return self.root / "test_report.md"
-
-    @property
-    def report_json(self) -> Path:
-        return self.root / "test_report.json"
+    def looks(self) -> Path:
+        """One numbered folder per completed look: test_looks/<n>/test_report.{md,json}."""
+        return self.root / "test_looks"
 
 
 def _now() -> str:
@@ -85,15 +90,9 @@ def read_finalists(paths: StudyPaths) -> dict[str, Any]:
 
 
 def attempts(paths: StudyPaths) -> list[dict[str, Any]]:
-    if not paths.log.exists():
-        return []
-    return [json.loads(line) for line in paths.log.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _append_log(paths: StudyPaths, entry: dict[str, Any]) -> None:
-    paths.root.mkdir(parents=True, exist_ok=True)
-    with open(paths.log, "a", encoding="utf-8") as fh:  # append-only: earlier attempts are never rewritten
-        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+    """The study's ledger entries (every attempt, numbered), after migrating a legacy log."""
+    migrate_legacy_log(paths.ledger, paths.root.name, paths.legacy_log, paths.looks)
+    return paths.ledger.study(paths.root.name)
 
 
 def record_finalists(
@@ -104,10 +103,12 @@ def record_finalists(
     family_metrics: list[str] | None = None,
     replace: bool = False,
     track: bool | None = None,
+    extra_systems: dict[str, Any] | None = None,
 ) -> tuple[Path, EvaluationResult]:
-    """Score baseline + finalists on dev and write finalists.yaml with the evidence."""
+    """Score baseline + finalists on dev and write finalists.yaml with the evidence. `extra_systems`
+    (name -> resolved system config, e.g. a sweep's best trials) adds finalists to the configured ones."""
     paths = StudyPaths.of(cfg, study)
-    if any(a.get("status") == "completed" for a in attempts(paths)):
+    if completed(attempts(paths)):
         raise ProtocolError(f"study {study!r} has already been scored on test; finalists can no longer change")
     if paths.finalists.exists() and not replace:
         raise ProtocolError(f"{paths.finalists} exists; pass --replace to choose again (before any test run)")
@@ -117,7 +118,7 @@ def record_finalists(
     baseline = baseline or cfg.experiment.get("baseline")
     if not baseline:
         raise ConfigError("no baseline: set experiment.baseline or pass --baseline")
-    systems = systems_of(cfg)
+    systems = {**systems_of(cfg), **{k: OmegaConf.create(v) for k, v in (extra_systems or {}).items()}}
     unknown = [s for s in [baseline, *finalists] if s not in systems]
     if unknown:
         raise ConfigError(f"unknown system(s) {', '.join(unknown)}; configured: {', '.join(systems)}")
@@ -126,6 +127,7 @@ def record_finalists(
     chosen = [baseline, *finalists]
     resolved = to_dict(cfg)
     resolved["systems"] = {name: to_dict(systems[name]) for name in chosen}
+    resolved["reranker"] = {"name": "none", "kind": "none"}  # systems_of folded it into each system above
     cfg = OmegaConf.create(resolved)
     metrics = family_metrics or [str(m) for m in cfg.comparison.family_metrics]
     family = Family.declare(baseline, chosen, metrics)
@@ -163,61 +165,157 @@ def record_finalists(
 def run_test(
     cfg: DictConfig, study: str, force_reason: str | None = None, track: bool | None = None
 ) -> tuple[Path, EvaluationResult]:
-    """Score the recorded finalists once on the locked test part (see module docstring)."""
+    """Score the recorded finalists once on the locked test part (see module docstring). Every attempt,
+    refused, failed or completed, is one numbered ledger entry; a completed look writes its own report."""
     paths = StudyPaths.of(cfg, study)
-    record = read_finalists(paths)
-    done = [a for a in attempts(paths) if a.get("status") == "completed"]
-    if done and not (force_reason and force_reason.strip()):
-        raise ProtocolError(
-            f"study {study!r} was already scored on test at {done[0]['time']} (run {done[0].get('mlflow_run_id')}); "
-            'a second look needs --force-reason "why", which is recorded'
-        )
-    finalists_sha = sha256_file(paths.finalists)
-    if done and done[0].get("finalists_sha256") != finalists_sha:
-        raise ProtocolError(f"{paths.finalists} changed since the first test run; the record no longer holds")
-    test_cfg = OmegaConf.create(record["config"])
-    split_file = Path(str(record["split"]["file"]))
-    if read_split_file(split_file).digest != record["split"]["digest"]:
-        raise ProtocolError(f"{split_file} changed since the finalists were recorded; refusing to score test")
-    test_cfg.split = OmegaConf.create({**to_dict(test_cfg.split), "name": "test", "part": "test"})
-    # the recorded config decides everything but these: where to write and where to track
-    for key in ("paths", "tracking"):
-        test_cfg[key] = cfg[key]
-    attempt = {
+    ledger = paths.ledger
+    migrate_legacy_log(ledger, study, paths.legacy_log, paths.looks)
+    check_witnesses(ledger, study, paths.looks, mlflow_looks(cfg, study))
+    done = completed(ledger.study(study))
+    attempt: dict[str, Any] = {
         "time": _now(),
         "study": study,
         "forced": bool(done),
         "force_reason": force_reason,
-        "finalists_sha256": finalists_sha,
         **git_state(),
     }
-    _append_log(paths, {**attempt, "status": "started"})
-    with unlocked_test_split(study):
-        result = evaluate(test_cfg, name=f"test-{study}", track=track)
-    family = Family.from_dict(record["family"])
-    comparison = attach_family_comparison(test_cfg, result, family, list(record["metrics"]), paths.root, "test_report")
-    report = {
-        "study": study,
-        "attempt": attempt,
+    try:
+        record, split_file = _admit(paths, done, force_reason)
+        attempt["finalists_sha256"] = sha256_file(paths.finalists)
+        attempt.update(_split_seal(split_file))
+        look = len(done) + 1
+        look_dir = paths.looks / str(look)
+        if look_dir.exists():
+            raise LedgerError(
+                f"{look_dir} exists but the ledger records {len(done)} look(s): restore the ledger from git"
+            )
+        test_cfg = OmegaConf.create(record["config"])
+        # (exclude_locked: records written before the key existed lack it; the test part never drops any)
+        test_split = {**to_dict(test_cfg.split), "name": "test", "part": "test", "exclude_locked": False}
+        test_cfg.split = OmegaConf.create(test_split)
+        # the recorded config decides everything but these: where to write and where to track
+        for key in ("paths", "tracking"):
+            test_cfg[key] = cfg[key]
+        with unlocked_test_split(study):
+            result = evaluate(test_cfg, name=f"test-{study}-look{look}", track=track)
+    except (ProtocolError, SplitError) as exc:
+        ledger.append({**attempt, "outcome": "refused", "reason": str(exc)})
+        raise
+    except Exception as exc:
+        ledger.append({**attempt, "outcome": "failed", "reason": f"{type(exc).__name__}: {exc}"})
+        raise
+    scored = {
+        **attempt,
+        "outcome": "completed",  # the test part was scored: this is a look, whatever happens next
+        "look": look,
         "evaluation": str(result.output_dir),
-        "mlflow_run_id": result.mlflow_run_id,
         "questions": result.info["questions"],
-        "scored_questions": result.info["scored_questions"],
-        "dev_evidence": record["dev_evidence"]["comparison"],
-        **comparison.to_json(),
+        "mlflow_run_id": result.mlflow_run_id,
+        "tracked": result.mlflow_run_id is not None,
     }
-    write_json(paths.report_json, report)
-    header = f"# Locked test: {study}\n\n{result.info['questions']} test questions; finalists of {record['created']}"
-    if done:
-        header += f"\n\n**Forced re-run** (look number {len(done) + 1} at the test split): {force_reason}"
-    write_text(paths.report_md, header + "\n\n" + comparison.markdown())
-    if result.mlflow_run_id:
-        _tag_run(test_cfg, result.mlflow_run_id, study, attempt, paths)
-    _append_log(paths, {**attempt, "status": "completed", "mlflow_run_id": result.mlflow_run_id})
-    return paths.report_md, result
+    try:
+        report_md = _write_report(test_cfg, record, result, look_dir, {**attempt, "look": look}, force_reason)
+        if result.mlflow_run_id:
+            files = [paths.finalists, *look_dir.glob("test_report.*")]
+            _tag_run(test_cfg, result.mlflow_run_id, study, {**attempt, "look": look}, files)
+    except Exception as exc:
+        ledger.append({**scored, "report": None, "reason": f"report not written: {type(exc).__name__}: {exc}"})
+        raise
+    report_json = look_dir / "test_report.json"
+    report = {"report": report_json.relative_to(paths.root).as_posix(), "report_sha256": sha256_file(report_json)}
+    ledger.append({**scored, **report})
+    return report_md, result
 
 
-def _tag_run(cfg: DictConfig, run_id: str, study: str, attempt: dict[str, Any], paths: StudyPaths) -> None:
+def _admit(paths: StudyPaths, done: list[dict[str, Any]], force_reason: str | None) -> tuple[dict[str, Any], Path]:
+    """The finalists record and split file of a look that may go ahead; ProtocolError saying why not."""
+    record = read_finalists(paths)
+    if done and not (force_reason and force_reason.strip()):
+        raise ProtocolError(
+            f"study {paths.root.name!r} was already scored on test {len(done)} time(s), first at {done[0]['time']} "
+            f"(run {done[0].get('mlflow_run_id')}); "
+            'another look needs --force-reason "why", which is recorded'
+        )
+    if done and done[0].get("finalists_sha256") != sha256_file(paths.finalists):
+        raise ProtocolError(f"{paths.finalists} changed since the first test run; the record no longer holds")
+    split_file = Path(str(record["split"]["file"]))
+    split = read_split_file(split_file)
+    if split.digest != record["split"]["digest"]:
+        raise ProtocolError(f"{split_file} changed since the finalists were recorded; refusing to score test")
+    for earlier in done:
+        length, digest = earlier.get("split_history_len"), earlier.get("split_history_digest")
+        if length is not None and stable_hash(split.history[:length]) != digest:
+            raise ProtocolError(
+                f"{split_file}: its history was rewritten since look {earlier.get('look')} "
+                "(the ledger recorded another history); refusing to score test"
+            )
+    return record, split_file
+
+
+def _split_seal(split_file: Path) -> dict[str, Any]:
+    split = read_split_file(split_file)
+    return {
+        "split_digest": split.digest,
+        "split_history_len": len(split.history),
+        "split_history_digest": stable_hash(split.history),
+    }
+
+
+def _write_report(
+    cfg: DictConfig,
+    record: dict[str, Any],
+    result: EvaluationResult,
+    look_dir: Path,
+    attempt: dict[str, Any],
+    force_reason: str | None,
+) -> Path:
+    """experiments/<study>/test_looks/<n>/: test_report.{md,json}, per-query table and plots (never overwritten)."""
+    family = Family.from_dict(record["family"])
+    with atomic_dir(look_dir) as tmp:
+        comparison = attach_family_comparison(cfg, result, family, list(record["metrics"]), tmp, "test_report")
+        report = {
+            "study": attempt["study"],
+            "look": attempt["look"],
+            "attempt": attempt,
+            "evaluation": str(result.output_dir),
+            "mlflow_run_id": result.mlflow_run_id,
+            "questions": result.info["questions"],
+            "scored_questions": result.info["scored_questions"],
+            "dev_evidence": record["dev_evidence"]["comparison"],
+            **comparison.to_json(),
+        }
+        write_json(tmp / "test_report.json", report)
+        header = (
+            f"# Locked test: {attempt['study']}, look {attempt['look']}\n\n"
+            f"{result.info['questions']} test questions; finalists of {record['created']}"
+        )
+        if attempt["forced"]:
+            header += f"\n\n**Forced re-run** (look number {attempt['look']} at the test split): {force_reason}"
+        write_text(tmp / "test_report.md", header + "\n\n" + comparison.markdown())
+    return look_dir / "test_report.md"
+
+
+def mlflow_looks(cfg: DictConfig, study: str) -> list[str]:
+    """Run ids of the MLflow runs tagged as locked-test looks of `study` (deleted runs included)."""
+    uri = str(cfg.tracking.uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return []  # no tracking store here: the reports and the ledger are the witnesses
+    from mlflow import MlflowClient
+    from mlflow.entities import ViewType
+
+    client = MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    if not experiments:
+        return []
+    runs = client.search_runs(
+        experiments,
+        filter_string=f"tags.stage = 'locked_test' and tags.study = '{study}'",
+        run_view_type=ViewType.ALL,
+    )
+    return [run.info.run_id for run in runs]
+
+
+def _tag_run(cfg: DictConfig, run_id: str, study: str, attempt: dict[str, Any], files: list[Path]) -> None:
     import mlflow
 
     from fixgraph.tracking import setup
@@ -228,10 +326,10 @@ def _tag_run(cfg: DictConfig, run_id: str, study: str, attempt: dict[str, Any], 
             {
                 "stage": "locked_test",
                 "study": study,
+                "locked_test_look": str(attempt["look"]),
                 "forced": str(attempt["forced"]).lower(),
                 "force_reason": attempt["force_reason"] or "",
             }
         )
-        mlflow.log_artifact(str(paths.finalists), artifact_path="study")
-        mlflow.log_artifact(str(paths.report_json), artifact_path="study")
-        mlflow.log_artifact(str(paths.report_md), artifact_path="study")
+        for path in files:
+            mlflow.log_artifact(str(path), artifact_path="study")

@@ -27,7 +27,7 @@ EXPERIMENTS: Registry[ExperimentRunner] = Registry("experiment")
 class RetrievalBenchmark:
     """Score every configured system on the split (or a given question file) and record it."""
 
-    def __init__(self, name: str, baseline: str | None = None, build_graph: bool = False, **_: Any) -> None:
+    def __init__(self, name: str, baseline: str | None = None, build_graph: bool = False) -> None:
         self.name = name
         self.baseline = baseline
         self.build_graph = build_graph  # graph retrievers read the knowledge graph: build it (cached) first
@@ -57,7 +57,7 @@ class RetrievalBenchmark:
 class AnswersExperiment:
     """`fixgraph run experiment=answers`: grounded answers vs the closed-book baseline, judged and tested."""
 
-    def __init__(self, name: str = "answers", **_: Any) -> None:
+    def __init__(self, name: str = "answers") -> None:
         self.name = name
 
     def run(

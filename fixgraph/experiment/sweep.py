@@ -1,13 +1,17 @@
-"""`fixgraph sweep`: Optuna over a search space (conf/sweep/*.yaml), scored on the dev split only.
+"""`fixgraph sweep`: Optuna over a search space of any config axis (conf/sweep/*.yaml or sweep
+expressions on the command line), scored on the dev split only.
 
-- Optuna 5 directly (Hydra composes the config; the hydra-optuna-sweeper plugin pins optuna<3);
-  TPE by default, grid or random on request.
+- Optuna 5 directly (Hydra composes each trial; the hydra-optuna-sweeper plugin pins optuna<3);
+  TPE by default, grid or random on request; median pruning on request (trials report their running
+  objective per question batch). Trials are composed and scored by experiment/trials.py.
 - Storage: sqlite under artifacts/sweeps/ by default, or any database URL (postgresql://...) so that
   workers on several machines share one study (`fixgraph sweep --join --study S --storage URL`).
   `--workers N` starts N worker processes here. Stale trials of killed workers fail by heartbeat.
 - Resumable: the study name identifies it; running again continues until n_trials trials are
   complete. A study recorded for another search space, objective, split or base config is refused.
-- MLflow: one parent run per study (its id kept in the study), one child run per completed trial.
+- MLflow: one parent run per study (its id kept in the study), one child run per completed trial with
+  the trial's overrides and resolved system config; the parent gets the best trial, the trials table and
+  Optuna's history and parameter-importance plots.
 - Each trial's parameter set is evaluated once: a trial whose parameters an earlier (or running,
   lower-numbered) trial already has is pruned and marked `duplicate_of`, before and after scoring.
   With several workers, a trial that would exceed n_trials (complete + running lower-numbered ones)
@@ -21,21 +25,22 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fixgraph.config import systems_of, to_dict
-from fixgraph.evaluation.gold import map_gold
+from fixgraph.config import to_dict
 from fixgraph.evaluation.protocol_errors import SweepError
-from fixgraph.evaluation.splits import build_split
+from fixgraph.evaluation.result import headline_metrics
 from fixgraph.evaluation.splitting import read_split_file
-from fixgraph.experiment.fastpath import SweepContext, TrialScorer, choose_fast_path
 from fixgraph.experiment.sweep_mlflow import create_parent_run, log_trial, record
-from fixgraph.experiment.sweep_spec import SweepSpec, build_sweep
+from fixgraph.experiment.sweep_spec import Param, SweepSpec, build_sweep
+from fixgraph.experiment.trials import check_space, load_runner
 from fixgraph.io import stable_hash
+from fixgraph.tracking import setup
 
 log = logging.getLogger(__name__)
 PARENT_ATTR = "mlflow_parent_run_id"
@@ -97,38 +102,27 @@ def check_dev_split(cfg: DictConfig) -> None:
         )
 
 
-def spec_digest(cfg: DictConfig, spec: SweepSpec) -> str:
-    """What a study's trials are comparable under: space, objective, split and the base config."""
+def spec_digest(cfg: DictConfig, spec: SweepSpec, base_overrides: Sequence[str]) -> str:
+    """What a study's trials are comparable under: space, objective, base overrides, the composed base
+    config (minus where things are written) and the split."""
+    base = {k: v for k, v in to_dict(cfg).items() if k not in ("paths", "tracking", "sweep")}
     return stable_hash(
         {
             "spec": spec.describe(),
-            "system": to_dict(systems_of(cfg)[spec.system]),
-            "reranker": to_dict(cfg.reranker),
-            "chunker": to_dict(cfg.chunker),
-            "corpus": to_dict(cfg.corpus),
-            "evaluation": to_dict(cfg.evaluation),
+            "overrides": list(base_overrides),
+            "base": base,
             "split": read_split_file(Path(str(cfg.split.file))).digest,
         }
     )
 
 
-def load_context(cfg: DictConfig, spec: SweepSpec, cache_dir: Path) -> SweepContext:
-    from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
-
-    questions = build_split(cfg.split).load()  # verifies the frozen split
-    chunk(cfg)
-    chunks = load_chunks(cfg)
-    mapping = map_gold(questions, load_documents(cfg), chunks)
-    mapping.check(float(cfg.evaluation.min_gold_coverage))
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return SweepContext(cfg, spec.system, systems_of(cfg)[spec.system], questions, chunks, mapping, cache_dir)
-
-
-def prepare_study(cfg: DictConfig, spec: SweepSpec, study_name: str, storage_url: str, track: bool) -> Any:
+def prepare_study(
+    cfg: DictConfig, spec: SweepSpec, base_overrides: Sequence[str], study_name: str, storage_url: str, track: bool
+) -> Any:
     """Create (or reopen, if recorded for the same spec) the study and its MLflow parent run."""
     import optuna
 
-    digest = spec_digest(cfg, spec)
+    digest = spec_digest(cfg, spec, base_overrides)
     study = optuna.create_study(
         study_name=study_name,
         storage=open_storage(storage_url),
@@ -139,6 +133,7 @@ def prepare_study(cfg: DictConfig, spec: SweepSpec, study_name: str, storage_url
     if recorded is None:
         study.set_user_attr(SPEC_ATTR, digest)
         study.set_user_attr("spec", spec.describe())
+        study.set_user_attr("base_overrides", list(base_overrides))
     elif recorded != digest:
         raise SweepError(
             f"study {study_name!r} in {storage_url.split('@')[-1]} was recorded for another search space, "
@@ -179,39 +174,33 @@ def _over_budget(claims: list[Any], trial: Any, n_trials: int) -> bool:
 def work(
     cfg: DictConfig,
     spec: SweepSpec,
+    overrides: Sequence[str],
     study_name: str,
     storage_url: str,
     n_trials: int,
     sampler: str | None,
     worker: int,
-    fast_path: bool,
     track: bool,
 ) -> None:
     """One worker: optimise until the study holds n_trials complete trials (or the grid is exhausted)."""
     import optuna
     from optuna.trial import TrialState
 
-    from fixgraph.evaluation.result import headline_metrics
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    context = load_context(cfg, spec, Path(str(cfg.paths.artifacts)) / "sweeps" / study_name)
-    path = choose_fast_path(context, spec.keys, fast_path)
-    if path is not None:
-        path.prepare(context, spec.params)
-    scorer = TrialScorer(context, path)
+    runner = load_runner(cfg, spec, overrides)
     study = optuna.load_study(
-        study_name=study_name, storage=open_storage(storage_url), sampler=spec.make_sampler(sampler, worker)
+        study_name=study_name,
+        storage=open_storage(storage_url),
+        sampler=spec.make_sampler(sampler, worker),
+        pruner=spec.make_pruner(),
     )
     parent = study.user_attrs.get(PARENT_ATTR) if track else None
-    if parent:
-        from fixgraph.tracking import setup
-
-        experiment_id = setup(cfg)
+    experiment_id = setup(cfg) if parent else None
     metrics_wanted = list(dict.fromkeys([spec.objective, *headline_metrics(cfg)]))
     cap = n_trials * 3 + 20  # duplicates are pruned; stop before a small space loops forever
 
     def objective(trial: Any) -> float:
-        params = {p.key: p.suggest(trial) for p in spec.params}
+        params, trial_cfg = runner.suggest(trial)
         claims = _claims(study)
         if _over_budget(claims, trial, n_trials):
             trial.set_user_attr("over_budget", True)
@@ -219,8 +208,15 @@ def work(
             raise optuna.TrialPruned("the study already has its trials")
         duplicate = _duplicate_of(claims, trial, params)
         if duplicate is None:
-            per_question = scorer.score(params)
-            scored = per_question[per_question["scored"].astype(bool)]
+
+            def report(value: float, step: int) -> None:
+                trial.report(value, step)
+                if trial.should_prune():
+                    trial.set_user_attr("pruned_at_batch", step)
+                    raise optuna.TrialPruned(f"running {spec.objective} {value:.3f} after batch {step}")
+
+            result = runner.score(params, trial_cfg, report, spec.objective)
+            scored = result.per_question[result.per_question["scored"].astype(bool)]
             if spec.objective not in scored.columns:
                 raise SweepError(f"objective {spec.objective!r} is not a metric; have {', '.join(scored.columns)}")
             means = {m: float(scored[m].mean()) for m in metrics_wanted if m in scored.columns}
@@ -228,10 +224,16 @@ def work(
         if duplicate is not None:
             trial.set_user_attr("duplicate_of", duplicate)
             raise optuna.TrialPruned(f"parameters of trial {duplicate}")
-        trial.set_user_attr("scoring_path", scorer.path_name)
+        trial.set_user_attr("scoring_path", result.stats.path)
+        trial.set_user_attr("cache_hits", result.stats.hits)
+        trial.set_user_attr("cache_misses", result.stats.misses)
         trial.set_user_attr("worker", worker)
-        if parent:
-            run_id = log_trial(experiment_id, parent, study_name, trial, means, scorer.path_name)
+        trial.set_user_attr("system", result.system)
+        trial.set_user_attr("system_config", result.system_config)
+        trial.set_user_attr("chunker", to_dict(trial_cfg.chunker))
+        trial.set_user_attr("overrides", result.overrides)
+        if parent and experiment_id is not None:
+            run_id = log_trial(experiment_id, parent, study_name, trial, means, result)
             trial.set_user_attr("mlflow_run_id", run_id)
         value = means[spec.objective]
         return value if math.isfinite(value) else 0.0
@@ -246,48 +248,53 @@ def work(
         study.optimize(objective, n_trials=cap, callbacks=[stop_when_done], gc_after_trial=False)
 
 
+def resolve_spec(cfg: DictConfig, sweep_params: Sequence[Param], overrides: Sequence[str] = ()) -> SweepSpec:
+    if "sweep" not in cfg or cfg.sweep is None:
+        raise SweepError("no search space: choose one with sweep=<option> (conf/sweep/) or give sweep expressions")
+    named = any(o.lstrip("+").startswith("sweep.system=") for o in overrides)
+    spec = build_sweep(cfg.sweep).with_params(sweep_params, keep_system=named)
+    if not spec.params:
+        raise SweepError(f"sweep {spec.name}: empty search space")
+    return spec
+
+
 def run_sweep(
     cfg: DictConfig,
+    overrides: Sequence[str] = (),
+    sweep_params: Sequence[Param] = (),
     study: str | None = None,
     trials: int | None = None,
     sampler: str | None = None,
     storage: str | None = None,
     workers: int = 1,
     join: bool = False,
-    fast_path: bool = True,
 ) -> SweepSummary:
+    """`cfg` is the composition of the plain `overrides`; `sweep_params` (from sweep expressions on the
+    command line) replace the space of `cfg.sweep`. Every trial composes `spec.base + overrides + its own`."""
     import optuna
     from optuna.trial import TrialState
 
     check_dev_split(cfg)
-    if "sweep" not in cfg or cfg.sweep is None:
-        raise SweepError("no search space: choose one with sweep=<option> (conf/sweep/)")
-    spec = build_sweep(cfg.sweep)
-    if spec.system not in systems_of(cfg):
-        raise SweepError(f"sweep {spec.name}: system {spec.system!r} is not one of {', '.join(systems_of(cfg))}")
-    missing = [k for k in spec.keys if OmegaConf.select(systems_of(cfg)[spec.system], k) is None]
-    if missing:
-        raise SweepError(f"sweep {spec.name}: systems.{spec.system} has no {', '.join(missing)}")
+    spec = resolve_spec(cfg, sweep_params, overrides)
+    base_overrides = [*spec.base, *overrides]
     name = study or spec.name
     url = storage or spec.storage or default_storage(cfg)
     n_trials = trials or spec.n_trials
     track = bool(cfg.tracking.enabled)
     started = time.perf_counter()
     if not join:
-        prepare_study(cfg, spec, name, url, track)
-    elif spec_digest(cfg, spec) != optuna.load_study(study_name=name, storage=open_storage(url)).user_attrs.get(
-        SPEC_ATTR
-    ):
+        runner = load_runner(cfg, spec, overrides)
+        check_space(runner, spec.params)
+        prepare_study(cfg, spec, base_overrides, name, url, track)
+    elif spec_digest(cfg, spec, base_overrides) != optuna.load_study(
+        study_name=name, storage=open_storage(url)
+    ).user_attrs.get(SPEC_ATTR):
         raise SweepError(f"study {name!r} does not exist or was recorded for another config; cannot join it")
     if workers > 1 and not join:
-        # build stages and the fast path's cache here, once: workers racing to build them would collide
-        context = load_context(cfg, spec, Path(str(cfg.paths.artifacts)) / "sweeps" / name)
-        path = choose_fast_path(context, spec.keys, fast_path)
-        if path is not None:
-            path.prepare(context, spec.params)
-        _spawn_workers(cfg, name, url, n_trials, sampler, workers, fast_path)
+        _spawn_workers(cfg, overrides, sweep_params, name, url, n_trials, sampler, workers)
     else:
-        work(cfg, spec, name, url, n_trials, sampler, 0 if not join else _worker_index(), fast_path, track)
+        index = 0 if not join else _worker_index()
+        work(cfg, spec, overrides, name, url, n_trials, sampler, index, track)
     final = optuna.load_study(study_name=name, storage=open_storage(url))
     trials_all = final.get_trials(deepcopy=False)
     complete = [t for t in trials_all if t.state == TrialState.COMPLETE]
@@ -303,6 +310,12 @@ def run_sweep(
         parent_run_id=final.user_attrs.get(PARENT_ATTR),
         path=",".join(sorted({str(t.user_attrs.get("scoring_path", "?")) for t in complete})),
         seconds=time.perf_counter() - started,
+        extra={
+            "pruned_early": sum("pruned_at_batch" in t.user_attrs for t in trials_all),
+            "scoring_paths": {
+                p: sum(t.user_attrs.get("scoring_path") == p for t in complete) for p in ("cached", "live")
+            },
+        },
     )
     if not join:
         record(cfg, final, summary)
@@ -317,18 +330,23 @@ def _worker_index() -> int:
 
 
 def _spawn_workers(
-    cfg: DictConfig, study: str, url: str, n_trials: int, sampler: str | None, workers: int, fast_path: bool
+    cfg: DictConfig,
+    overrides: Sequence[str],
+    sweep_params: Sequence[Param],
+    study: str,
+    url: str,
+    n_trials: int,
+    sampler: str | None,
+    workers: int,
 ) -> None:
-    """N local worker processes joining the study; they share it through the storage, as remote ones would."""
+    """N local worker processes joining the study; they share it through the storage, as remote ones would.
+    Each recomposes the same config from the same overrides (conf/ is the source of truth)."""
     import os
 
-    folder = Path(str(cfg.paths.artifacts)) / "sweeps" / study
-    folder.mkdir(parents=True, exist_ok=True)
-    params = folder / "worker_config.yaml"
-    params.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
-    command = [sys.executable, "-m", "fixgraph.cli", "sweep", "--join", "--params", str(params)]
-    command += ["--study", study, "--storage", url, "--trials", str(n_trials)]
-    command += [*(["--sampler", sampler] if sampler else []), *([] if fast_path else ["--no-fast-path"])]
+    del cfg  # workers compose their own
+    expressions = [f"{p.key}={p.expression}" for p in sweep_params]
+    command = [sys.executable, "-m", "fixgraph.cli", "sweep", "--join", "--study", study, "--storage", url]
+    command += ["--trials", str(n_trials), *(["--sampler", sampler] if sampler else []), *overrides, *expressions]
     procs = [subprocess.Popen(command, env={**os.environ, "FIXGRAPH_SWEEP_WORKER": str(i + 1)}) for i in range(workers)]
     codes = [p.wait() for p in procs]
     if any(codes):

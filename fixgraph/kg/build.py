@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from fixgraph.config import to_dict
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.io import atomic_path, stable_hash, write_json
+from fixgraph.io import RUN_DIR, atomic_path, stable_hash, write_json
 from fixgraph.kg.communities import CommunityConfig, community_table, leiden_communities, summarise
 from fixgraph.kg.extract import ExtractionContext, Extractor, GraphRecord, build_extractor
 from fixgraph.kg.grounding import GroundingConfig, GroundingValidator
@@ -193,9 +193,27 @@ def build_graph(
         store, sampled_docs, sample, len(records), grounded.counts(), verification, communities, extraction, llm_usage
     )
     store.report["extractor"] = {"name": extractor.name, "identity": extractor.identity()}
+    run = split_run_stats(store.report)
     store.write(out)
+    write_json(out / RUN_DIR / "graph.json", run)
     if settings.node_vectors and embed is not None:
         write_node_vectors(store, embed, cfg, out)
     if llm is not None:
         llm.close()
-    return store.report
+    return {**store.report, "run": run}
+
+
+# Statistics of one build rather than of its inputs (a resumed or cache-warm build differs only here)
+RUN_STATS = {"extraction": ("seconds", "chunks_per_second", "chunks_resumed"), "llm_usage": ("seconds", "cached_calls")}
+
+
+def split_run_stats(report: dict[str, Any]) -> dict[str, Any]:
+    """Move timings and cache counts out of `report` (written to report.json) into the returned dict."""
+    extraction = report.get("extraction", {})
+    run: dict[str, Any] = {"extraction": {k: extraction.pop(k) for k in RUN_STATS["extraction"] if k in extraction}}
+    usage = {}
+    for stage, totals in report.get("llm_usage", {}).items():
+        if isinstance(totals, dict):
+            usage[stage] = {k: totals.pop(k) for k in RUN_STATS["llm_usage"] if k in totals}
+    run["llm_usage"] = usage
+    return run

@@ -109,14 +109,18 @@ class Extractor(Protocol):
         ...
 
 
-EXTRACTORS: Registry[Extractor] = Registry("extractor")
+EXTRACTORS: Registry[Extractor] = Registry(
+    "extractor",
+    ["fixgraph.kg.llm_extractor", "fixgraph.kg.structural"],
+    shared=["max_chunks", "sample_seed", "uses_llm"],
+)
 
 
 @EXTRACTORS.register("none")
 class NoExtractor:
     """Builds no graph: retrieval-only runs."""
 
-    def __init__(self, name: str = "none", **_: Any) -> None:
+    def __init__(self, name: str = "none") -> None:
         self.name = name
 
     def identity(self) -> str:

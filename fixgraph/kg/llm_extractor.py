@@ -64,7 +64,6 @@ class LLMExtractor:
         max_tokens: int = 400,
         temperature: float = 0.0,
         seed: int = 0,
-        **_: Any,
     ) -> None:
         self.name = name
         self.prompt_name = prompt

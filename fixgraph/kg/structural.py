@@ -24,7 +24,7 @@ from typing import Any
 
 from fixgraph.corpus.models import Block, Chunk, Document
 from fixgraph.io import stable_hash
-from fixgraph.kg.extract import EXTRACTORS, ExtractionContext, GraphRecord, Provenance, utc_now
+from fixgraph.kg.extract import EXTRACTORS, ExtractionContext, GraphRecord, Provenance
 from fixgraph.kg.patterns import find_causes, find_condition, find_fixes
 
 SPAN_TYPES = {"app": "App", "gui": "UIElement", "cmd": "Command", "key": "Key", "file": "File", "sys": "File"}
@@ -71,7 +71,6 @@ class StructuralExtractor:
         noun_phrases: bool = True,
         max_phrase_tokens: int = 5,
         related_per_sentence: int = 8,
-        **_: Any,
     ) -> None:
         self.name = name
         self.spacy_model = spacy_model
@@ -80,7 +79,6 @@ class StructuralExtractor:
         self.related_per_sentence = related_per_sentence
         self._docs: dict[str, Document] = {}
         self._titles: dict[str, str] = {}
-        self._started = utc_now()
 
     def identity(self) -> str:
         return stable_hash(
@@ -99,7 +97,6 @@ class StructuralExtractor:
     def prepare(self, context: ExtractionContext) -> None:
         self._docs = dict(context.documents)
         self._titles = {doc_id: doc.title for doc_id, doc in self._docs.items()}
-        self._started = utc_now()
         if self.noun_phrases:
             load_spacy(self.spacy_model)
 
@@ -113,7 +110,7 @@ class StructuralExtractor:
             end=end,
             extractor=self.name,
             model=self.spacy_model if self.noun_phrases else "",
-            extracted_at=self._started,
+            extracted_at="",  # a function of the chunk alone: no wall-clock time in the stored graph
         )
 
     def _entity(self, chunk: Chunk, doc: Document, m: _Mention, basis: str = "text") -> GraphRecord:

@@ -1,7 +1,10 @@
 """The LLM client interface and the registry behind the `llm` Hydra group.
 
 Every backend (ollama, openai-compatible servers, llama.cpp in-process, transformers in-process, fake)
-implements `complete(prompt, **params) -> Completion`. Structured output is requested with
+implements `complete(prompt, **params) -> Completion`; backends that can stream also implement
+`stream(prompt, **params)`, which yields text deltas as the model produces them and, last, the
+`Completion` of the whole reply (its text and token counts). Closing the iterator early stops the
+generation (the HTTP connection is closed, llama.cpp stops decoding). Structured output is requested with
 `schema=<JSON schema>`: backends with constrained decoding (`supports_schema`) enforce it while
 decoding; `fixgraph.llm.structured` validates every answer and retries once with the error for the rest.
 `build_llm(cfg)` wraps the backend in `LLMClient` (cache, concurrency limit, token accounting).
@@ -10,9 +13,10 @@ decoding; `fixgraph.llm.structured` validates every answer and retries once with
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +39,9 @@ class Completion:
     seconds: float
     cached: bool = False
     model: str = ""  # identity of the model that produced the text
+    # log-probabilities of the most likely first tokens (token text -> logprob), when the request asked
+    # for `logprobs` and the backend can give them; rerankers read P(yes) from it
+    top_logprobs: dict[str, float] | None = None
 
 
 class LLM(Protocol):
@@ -49,7 +56,11 @@ class LLM(Protocol):
     def complete(self, prompt: str, **params: Any) -> Completion: ...
 
 
-LLMS: Registry[LLM] = Registry("llm")
+# what `stream()` yields: text deltas, then one Completion for the whole reply
+StreamItem = str | Completion
+
+
+LLMS: Registry[LLM] = Registry("llm", ["fixgraph.llm.backends"], shared=["cache", "generation", "max_concurrency"])
 
 
 def _text_of(value: Any) -> str:
@@ -76,10 +87,12 @@ class FakeLLM:
         model: str = "fake-model",
         supports_schema: bool = False,
         delay_s: float = 0.0,
-        **_: Any,
+        token_delay_s: float = 0.0,
     ) -> None:
         self.name = name
         self.delay_s = delay_s  # simulated generation time (resume tests kill a run mid-way)
+        self.token_delay_s = token_delay_s  # simulated time per streamed token (serving tests)
+        self.streamed_tokens = 0  # deltas actually produced by `stream` (cancellation tests count them)
         self.default = default
         self.responses = dict(responses or {})
         self.script = list(script)
@@ -91,17 +104,36 @@ class FakeLLM:
     def identity(self) -> str:
         return f"fake:{self.model}"
 
-    def complete(self, prompt: str, **params: Any) -> Completion:
+    def _reply(self, prompt: str, params: dict[str, Any]) -> str:
         with self._lock:
             self.requests.append({"prompt": prompt, **params})
             if self.script:
                 reply: Any = self.script.pop(0)
             else:
                 reply = next((r for key, r in sorted(self.responses.items()) if key in prompt), self.default)
-        text = _text_of(reply)
+        return _text_of(reply)
+
+    def complete(self, prompt: str, **params: Any) -> Completion:
+        text = self._reply(prompt, params)
         if self.delay_s:
             time.sleep(self.delay_s)
         return Completion(text, len(prompt.split()), len(text.split()), self.delay_s, model=self.identity())
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[StreamItem]:
+        """The reply in whitespace-delimited pieces (each keeps its leading space), `token_delay_s` apart."""
+        text = self._reply(prompt, params)
+        started = time.perf_counter()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        for piece in re.findall(r"\s*\S+", text) or ([text] if text else []):
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            with self._lock:
+                self.streamed_tokens += 1
+            yield piece
+        yield Completion(
+            text, len(prompt.split()), len(text.split()), time.perf_counter() - started, model=self.identity()
+        )
 
 
 def chat_messages(prompt: str, system: str | None) -> list[dict[str, str]]:

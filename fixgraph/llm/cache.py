@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS completions (
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
     seconds REAL NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    top_logprobs TEXT
 )
 """
 
@@ -46,18 +47,30 @@ class LLMCache:
         self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(completions)")}
+        if "top_logprobs" not in columns:  # caches written before first-token log-probabilities existed
+            self._db.execute("ALTER TABLE completions ADD COLUMN top_logprobs TEXT")
         self._db.commit()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT text, input_tokens, output_tokens, seconds, model FROM completions WHERE key = ?", (key,)
+                "SELECT text, input_tokens, output_tokens, seconds, model, top_logprobs FROM completions WHERE key = ?",
+                (key,),
             ).fetchone()
         if row is None:
             return None
-        text, input_tokens, output_tokens, seconds, model = row
-        return Completion(text, int(input_tokens), int(output_tokens), float(seconds), cached=True, model=model)
+        text, input_tokens, output_tokens, seconds, model, top = row
+        return Completion(
+            text,
+            int(input_tokens),
+            int(output_tokens),
+            float(seconds),
+            cached=True,
+            model=model,
+            top_logprobs=json.loads(top) if top else None,
+        )
 
     def put(
         self, key: str, backend: str, model: str, params: dict[str, Any], prompt: str, completion: Completion
@@ -73,9 +86,10 @@ class LLMCache:
             completion.output_tokens,
             completion.seconds,
             time.time(),
+            json.dumps(completion.top_logprobs, sort_keys=True) if completion.top_logprobs is not None else None,
         )
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            self._db.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             self._db.commit()
 
     def __len__(self) -> int:

@@ -9,12 +9,13 @@ per stage.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fixgraph.llm.base import LLM, Completion
+from fixgraph.llm.base import LLM, Completion, LLMError, StreamItem
 from fixgraph.llm.cache import LLMCache, cache_key
 from fixgraph.llm.structured import StructuredOutputError, StructuredResult, check, retry_prompt
 from fixgraph.llm.usage import UsageMeter
@@ -46,6 +47,9 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._identity: str | None = None
         self._identity_lock = threading.Lock()
+        # when the backend last started a call or produced anything (monotonic seconds): a server
+        # streaming to many clients tells a model that is busy from one that has stalled by it
+        self.last_activity = time.monotonic()
 
     @property
     def cache(self) -> LLMCache | None:
@@ -76,11 +80,56 @@ class LLMClient:
                 self.usage.record(stage, hit)
                 return hit
         with self._slots:
+            self.last_activity = time.monotonic()
             completion = self.backend.complete(prompt, **request)
+            self.last_activity = time.monotonic()
         if cache is not None:
             cache.put(key, self.kind, self.identity(), request, prompt, completion)
         self.usage.record(stage, completion)
         return completion
+
+    def stream(self, prompt: str, stage: str = "default", **params: Any) -> Iterator[StreamItem]:
+        """Text deltas as the backend produces them, then the whole reply's Completion (cached and
+        counted like `complete`). A cached reply comes back as one delta; a backend that cannot stream
+        answers in one piece. Closing the iterator early stops the backend and frees its slot; a reply
+        cut short is neither cached nor counted as complete (its tokens so far are not known)."""
+        request = {**self.generation, **params}
+        key = ""
+        cache = self.cache
+        if cache is not None:
+            key = cache_key(self.kind, self.identity(), request, prompt)
+            hit = cache.get(key)
+            if hit is not None:
+                self.usage.record(stage, hit)
+                if hit.text:
+                    yield hit.text
+                yield hit
+                return
+        backend_stream = getattr(self.backend, "stream", None)
+        completion: Completion | None = None
+        with self._slots:
+            self.last_activity = time.monotonic()
+            if backend_stream is None:
+                completion = self.backend.complete(prompt, **request)
+                if completion.text:
+                    yield completion.text
+            else:
+                source = backend_stream(prompt, **request)
+                try:
+                    for item in source:
+                        self.last_activity = time.monotonic()
+                        if isinstance(item, Completion):
+                            completion = item
+                        else:
+                            yield item
+                finally:
+                    source.close()  # early close (client gone): stop the backend before freeing the slot
+        if completion is None:
+            raise LLMError(f"llm {self.name}: the stream ended without a final completion")
+        if cache is not None:
+            cache.put(key, self.kind, self.identity(), request, prompt, completion)
+        self.usage.record(stage, completion)
+        yield completion
 
     def complete_json(
         self, prompt: str, schema: dict[str, Any], stage: str = "default", **params: Any

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph.config import to_dict
-from fixgraph.io import sha256_file, stable_hash, write_json
+from fixgraph.io import RUN_DIR, sha256_file, stable_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import StageResult, chunk, code_hash, load_chunks, load_documents, run_stage
 
@@ -34,7 +34,7 @@ def graph_key(cfg: DictConfig) -> str:
         "embedder": to_dict(cfg.embedder),
         "documents": sha256_file(layout.documents),
         "chunks": sha256_file(layout.chunks),
-        "code": code_hash("kg", "llm"),
+        "code": code_hash("kg", "llm", "embedders"),
     }
     if cfg.extractor.get("uses_llm", False) or cfg.graph.verification.enabled:
         parts["llm"] = to_dict(cfg.llm)
@@ -54,7 +54,8 @@ def build(cfg: DictConfig, track: bool | None = None) -> StageResult:
 
     def produce(out: Path) -> dict[str, Any]:
         report = build_graph(cfg, documents, chunks, out, progress=_progress)
-        return {"nodes": report["nodes"], "edges": report["edges"], "extractor": str(cfg.extractor.name)}
+        info = {"nodes": report["nodes"], "edges": report["edges"], "extractor": str(cfg.extractor.name)}
+        return {**info, "run": report["run"]}
 
     result = run_stage("graph", graph_dir(cfg), graph_key(cfg), produce)
     if result.status == "built" and (track if track is not None else bool(cfg.tracking.enabled)):
@@ -68,9 +69,13 @@ def log_graph(cfg: DictConfig, folder: Path) -> str:
 
     from fixgraph.io import read_json
     from fixgraph.kg.report import report_metrics
+    from fixgraph.redact import redact, redact_flat
     from fixgraph.tracking import flatten, git_state, setup
 
     report = read_json(folder / "report.json")
+    run_stats = folder / RUN_DIR / "graph.json"  # timings and cache counts, kept out of DVC's hashes
+    if run_stats.exists():
+        report = {**report, "run": read_json(run_stats)}
     experiment_id = setup(cfg)
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=f"graph: {cfg.corpus.name} {cfg.extractor.name}"
@@ -85,11 +90,12 @@ def log_graph(cfg: DictConfig, folder: Path) -> str:
         }
         if "llm" in report.get("extractor", {}).get("name", "") or report.get("llm_usage"):
             params.update(flatten(to_dict(cfg.llm), "llm."))
-        mlflow.log_params(params)
+        mlflow.log_params(redact_flat(params))
         mlflow.log_metrics(report_metrics(report))
         with tempfile.TemporaryDirectory() as tmp:
             write_json(Path(tmp) / "graph_report.json", report)
-            (Path(tmp) / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            resolved = redact(OmegaConf.to_container(cfg, resolve=True))  # no API keys in MLflow
+            (Path(tmp) / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
             mlflow.log_artifacts(tmp)
         return str(run.info.run_id)
 

@@ -2,14 +2,18 @@
 
 Each stage is a plain function of the config. It writes its outputs atomically with a `stage.json`
 holding a key (config + input hashes + code hash), and skips itself when the key is unchanged:
-`fixgraph run` gets the same incremental behaviour that DVC gives `dvc repro`.
+`fixgraph run` gets the same incremental behaviour that DVC gives `dvc repro`. Outputs hold only what
+the inputs determine; run statistics (seconds, chunk-cache hits) go to `<output>/_run/stage.json`,
+which .dvcignore keeps out of DVC's hashes, so the same inputs give the same dvc.lock anywhere.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +28,9 @@ from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
 from fixgraph.corpus.linkgraph import build_link_graph, write_link_graph
 from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.corpus.sources import build_corpus
+from fixgraph.corpus.sources import EmptyCorpusError, build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
-from fixgraph.io import atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
+from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.retrieval.system import System, build_system
 
@@ -39,11 +43,14 @@ class StageResult:
     stage: str
     status: str  # built | cached
     output: Path
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # what the inputs determine (in stage.json)
+    run: dict[str, Any] = field(default_factory=dict)  # how the last build went (in _run/stage.json)
 
 
+@functools.cache
 def code_hash(*subpackages: str) -> str:
-    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages."""
+    """Hash of the source of the given fixgraph subpackages: code changes invalidate cached stages.
+    Computed once per process (the code a process runs does not change under it)."""
     return stable_hash({sub: tree_hash(PACKAGE_ROOT / sub, "**/*.py")[0] for sub in subpackages})
 
 
@@ -53,18 +60,23 @@ def is_current(output_dir: Path, key: str) -> bool:
 
 
 def run_stage(name: str, output_dir: Path, key: str, produce: Callable[[Path], dict[str, Any]]) -> StageResult:
-    """Run `produce` into a temp folder and swap it in, unless `output_dir` already holds this key."""
+    """Run `produce` into a temp folder and swap it in, unless `output_dir` already holds this key.
+
+    `produce` returns the stage's info; a `run` entry in it (statistics of this build, such as cache
+    hits) is written with the build's seconds to `_run/stage.json`, outside what DVC hashes."""
     if is_current(output_dir, key):
         info = read_json(output_dir / "stage.json").get("info", {})
+        run_file = output_dir / RUN_DIR / "stage.json"
         log.info("%s: up to date (%s)", name, output_dir)
-        return StageResult(name, "cached", output_dir, info)
+        return StageResult(name, "cached", output_dir, info, read_json(run_file) if run_file.exists() else {})
     with atomic_dir(output_dir) as tmp:
         started = time.perf_counter()
         info = produce(tmp)
-        info["seconds"] = round(time.perf_counter() - started, 3)
+        run = {**info.pop("run", {}), "seconds": round(time.perf_counter() - started, 3)}
         write_json(tmp / "stage.json", {"stage": name, "key": key, "info": info})
-    log.info("%s: built %s in %.1fs", name, output_dir, info["seconds"])
-    return StageResult(name, "built", output_dir, info)
+        write_json(tmp / RUN_DIR / "stage.json", run)
+    log.info("%s: built %s in %.1fs", name, output_dir, run["seconds"])
+    return StageResult(name, "built", output_dir, info, run)
 
 
 def fetch(cfg: DictConfig) -> dict[str, str]:
@@ -80,9 +92,13 @@ def ingest(cfg: DictConfig) -> StageResult:
 
     def produce(out: Path) -> dict[str, Any]:
         parsed = source.parse()
+        if not parsed.documents:  # an empty corpus would only fail later, further from the cause
+            raise EmptyCorpusError(empty_corpus_message(source.name, source.snapshot_dir, files, parsed.problems))
         dedup_config = DedupConfig.from_config(cfg.corpus.get("dedup"))
-        deduped = deduplicate(parsed.documents, dedup_config)
-        links, link_stats, link_problems = build_link_graph(deduped.documents, parsed.aliases, deduped.redirects)
+        deduped = deduplicate(with_aliases(parsed.documents, parsed.aliases), dedup_config)
+        links, link_stats, link_problems = build_link_graph(
+            deduped.documents, parsed.aliases, deduped.redirects, parsed.unavailable
+        )
         file_counts, unaccounted = account_files(files, parsed.documents, parsed.problems, parsed.resources)
         problems = [*parsed.problems, *unaccounted, *link_problems]
         write_documents(out / layout.documents.name, deduped.documents)
@@ -108,6 +124,24 @@ def ingest(cfg: DictConfig) -> StageResult:
         return {"corpus_hash": snapshot_hash, **manifest["counts"], "problems": manifest["problems"]}
 
     return run_stage("ingest", layout.corpus_dir, key, produce)
+
+
+def with_aliases(docs: Sequence[Document], aliases: dict[str, str]) -> list[Document]:
+    """Each document keeps the other ids that name it (redirected URLs, symlinked man pages)."""
+    by_target: dict[str, list[str]] = {}
+    for alias, target in aliases.items():
+        by_target.setdefault(target, []).append(alias)
+    return [d.model_copy(update={"aliases": sorted(by_target[d.id])}) if d.id in by_target else d for d in docs]
+
+
+def empty_corpus_message(name: str, folder: Path, files: dict[str, str], problems: Sequence[Any]) -> str:
+    kinds = Counter(p.kind for p in problems)
+    first = "; ".join(f"{p.path}: {p.reason}" for p in problems[:3])
+    return (
+        f"corpus {name!r}: no parsable documents in {folder} ({len(files)} files"
+        + (f"; problems: {dict(sorted(kinds.items()))}; e.g. {first}" if problems else "")
+        + "). Check corpus.kind and corpus.snapshot_dir"
+    )
 
 
 def load_documents(cfg: DictConfig) -> list[Document]:
@@ -139,7 +173,6 @@ def chunk(cfg: DictConfig) -> StageResult:
             "tokens_median": statistics.median(tokens) if tokens else 0,
             "tokens_max": max(tokens, default=0),
             "corpus_hash": ingest_result.info.get("corpus_hash", ""),
-            "incremental": incremental.as_dict(),
         }
         # tokens counted by the chunker's tokenizer (the embedder's), next to what they were made from
         write_json(
@@ -152,7 +185,8 @@ def chunk(cfg: DictConfig) -> StageResult:
                 "chunker": to_dict(cfg.chunker),
             },
         )
-        return info
+        # reused vs rechunked depends on the warmth of the chunk cache, not on the inputs
+        return {**info, "run": {"incremental": incremental.as_dict()}}
 
     return run_stage("chunk", layout.chunks_dir, key, produce)
 
@@ -174,11 +208,37 @@ def load_chunks(cfg: DictConfig) -> list[Chunk]:
     return read_chunks(layout.chunks)
 
 
+# config keys whose value is a file an index is built from (besides the chunks): hashed into the key
+INDEX_INPUT_KEYS = ("expansion",)
+
+
+def index_inputs(node: Any) -> dict[str, str]:
+    """path -> sha256 of every index input file a system config names, at any depth (missing: "")."""
+    found: dict[str, str] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in INDEX_INPUT_KEYS and isinstance(value, str) and value:
+                found[value] = sha256_file(Path(value)) if Path(value).exists() else ""
+            else:
+                found.update(index_inputs(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(index_inputs(value))
+    return found
+
+
 def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
     layout = Layout.from_config(cfg)
-    return stable_hash(
-        {"system": to_dict(system_cfg), "chunks": sha256_file(layout.chunks), "code": code_hash("retrieval")}
-    )
+    system = to_dict(system_cfg)
+    key: dict[str, Any] = {
+        "system": system,
+        "chunks": sha256_file(layout.chunks),
+        "code": code_hash("retrieval", "embedders"),
+    }
+    inputs = index_inputs(system)
+    if inputs:  # only then, so the keys of every other index stay what they were
+        key["inputs"] = inputs
+    return stable_hash(key)
 
 
 def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk] | None = None) -> StageResult:

@@ -1,7 +1,7 @@
 """Retrieval over the corpus link graph: documents as nodes, joined by their guide, see-also and
 inline links (derived from `Document.links`).
 
-- `article_links`: a first-stage retriever (hybrid by default) seeds documents with the reciprocal
+- `article_links`: a first-stage retriever (`first_stage`, any retriever config) seeds documents with the reciprocal
   ranks of their chunks; PPR over the document graph spreads that to linked pages; a chunk scores
   (1 - `mix`) x its min-max first-stage score + `mix` x its page's min-max PPR score. Chunks of pages
   reached only through links join the candidates.
@@ -51,12 +51,12 @@ def document_link_graph(documents: Sequence[Document], link_weights: Mapping[str
 
 class _LinkLayerBase:
     def __init__(
-        self, name: str, channel: Any, documents: str, link_weights: Mapping[str, float] | None, candidates: int
+        self, name: str, first_stage: Any, documents: str, link_weights: Mapping[str, float] | None, candidates: int
     ) -> None:
-        if channel is None:
-            raise ValueError(f"retriever {name}: needs a `channel` (the first-stage retriever)")
+        if first_stage is None:
+            raise ValueError(f"retriever {name}: needs a `first_stage` (the retriever that seeds the graph)")
         self.name = name
-        self.channel = build_retriever(channel)
+        self.first_stage = build_retriever(first_stage)
         self.documents_path = Path(documents)
         self.link_weights = dict(link_weights or DEFAULT_LINK_WEIGHTS)
         self.candidates = candidates
@@ -67,12 +67,12 @@ class _LinkLayerBase:
         self.traces: dict[str, dict[str, Any]] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.channel.build(chunks, workdir / "channel")
+        self.first_stage.build(chunks, workdir / "first_stage")
         write_chunk_ids(workdir, chunks)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         check_chunk_ids(workdir, chunks)
-        self.channel.load(chunks, workdir / "channel")
+        self.first_stage.load(chunks, workdir / "first_stage")
         if not self.documents_path.exists():
             raise FileNotFoundError(f"{self.documents_path} not found; run `fixgraph ingest` first")
         documents = read_documents(self.documents_path)
@@ -92,7 +92,7 @@ class ArticleLinkRetriever(_LinkLayerBase):
     def __init__(
         self,
         name: str = "article_links",
-        channel: Any = None,
+        first_stage: Any = None,
         documents: str = "",
         link_weights: Mapping[str, float] | None = None,
         candidates: int = 100,
@@ -100,13 +100,12 @@ class ArticleLinkRetriever(_LinkLayerBase):
         mix: float = 0.3,
         seed_docs: int = 10,
         depth: int = 100,
-        **_: Any,
     ) -> None:
-        super().__init__(name, channel, documents, link_weights, candidates)
+        super().__init__(name, first_stage, documents, link_weights, candidates)
         self.damping, self.mix, self.seed_docs, self.depth = damping, mix, seed_docs, depth
 
     def search(self, query: str, k: int) -> list[Hit]:
-        first = self.channel.search(query, self.candidates)
+        first = self.first_stage.search(query, self.candidates)
         reset = np.zeros(self.graph.vcount())
         seeds: dict[str, float] = {}
         for rank, hit in enumerate(first, start=1):
@@ -136,20 +135,19 @@ class LinkPriorRetriever(_LinkLayerBase):
     def __init__(
         self,
         name: str = "link_prior",
-        channel: Any = None,
+        first_stage: Any = None,
         documents: str = "",
         link_weights: Mapping[str, float] | None = None,
         rerank_depth: int = 20,
         weight: float = 0.5,
         candidates: int = 100,
         depth: int = 100,
-        **_: Any,
     ) -> None:
-        super().__init__(name, channel, documents, link_weights, candidates)
+        super().__init__(name, first_stage, documents, link_weights, candidates)
         self.rerank_depth, self.weight, self.depth = rerank_depth, weight, depth
 
     def search(self, query: str, k: int) -> list[Hit]:
-        first = self.channel.search(query, max(k, self.rerank_depth))
+        first = self.first_stage.search(query, max(k, self.rerank_depth))
         top, rest = first[: self.rerank_depth], first[self.rerank_depth :]
         if not top:
             return first[:k]

@@ -48,7 +48,13 @@ class Retriever(Protocol):
     def search(self, query: str, k: int) -> list[Hit]: ...
 
 
-RETRIEVERS: Registry[Retriever] = Registry("retriever")
+RETRIEVERS: Registry[Retriever] = Registry(
+    "retriever",
+    [
+        f"fixgraph.retrieval.{m}"
+        for m in ("article_links", "bm25", "dense", "hybrid", "link_expansion", "paths", "ppr", "router", "system")
+    ],
+)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -69,6 +75,16 @@ def build_retriever(cfg: Any) -> Retriever:
     from fixgraph.config import build
 
     # importing the modules registers their implementations
-    from fixgraph.retrieval import article_links, bm25, dense, hybrid, paths, ppr, router, system  # noqa: F401
+    from fixgraph.retrieval import (  # noqa: F401
+        article_links,
+        bm25,
+        dense,
+        hybrid,
+        link_expansion,
+        paths,
+        ppr,
+        router,
+        system,
+    )
 
     return build(RETRIEVERS, cfg)

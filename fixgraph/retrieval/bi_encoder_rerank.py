@@ -28,7 +28,6 @@ class BiEncoderReranker(ScorerReranker):
         embedder: Any = None,
         cache_dir: str | None = None,
         top_n: int = 30,
-        **_: Any,
     ) -> None:
         if embedder is None:
             raise ValueError(f"reranker {name}: needs an `embedder` config")

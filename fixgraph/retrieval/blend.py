@@ -47,7 +47,6 @@ class BlendReranker:
         scorers: Mapping[str, Any] | None = None,
         weights: Mapping[str, float] | None = None,
         top_n: int = 30,
-        **_: Any,
     ) -> None:
         from fixgraph.retrieval.rerank import build_reranker
 

@@ -69,10 +69,13 @@ class BM25Retriever:
         analyzer: dict[str, Any] | None = None,
         depth: int = 100,
         lucene_analyzer: str | None = None,
-        **_: Any,
+        expansion: str | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"retriever {name}: unknown bm25 backend {backend!r}; valid: {', '.join(BACKENDS)}")
+        if expansion and backend != "bm25s":
+            raise ValueError(f"retriever {name}: `expansion` is supported by the bm25s backend only")
+        self.expansion = expansion  # generated questions appended to each chunk (doc2query; expansion.py)
         self.name = name
         self.backend = backend
         self.method, self.k1, self.b, self.depth = method, k1, b, depth
@@ -92,9 +95,18 @@ class BM25Retriever:
             return
         import bm25s
 
-        corpus = [self.analyzer(c.index_text()) for c in chunks]
+        texts = [c.index_text() for c in chunks]
+        if self.expansion:
+            from fixgraph.retrieval.expansion import expanded_text, load_expansion
+
+            questions = load_expansion(self.expansion, chunks, self.name)
+            texts = [expanded_text(t, questions[c.id]) for t, c in zip(texts, chunks, strict=True)]
+        corpus = [self.analyzer(t) for t in texts]
+        # bm25s numbers terms in set order, which changes with Python's hash seed: give it a sorted vocabulary
+        # so the same chunks always give the same index files (byte-stable DVC output)
+        vocab = {term: i for i, term in enumerate(sorted({t for doc in corpus for t in doc}))}
         index = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        index.index(corpus, show_progress=False)
+        index.index(([[vocab[t] for t in doc] for doc in corpus], vocab), show_progress=False)
         workdir.mkdir(parents=True, exist_ok=True)
         index.save(str(workdir / "bm25s"), show_progress=False)
         write_json(workdir / "ids.json", [c.id for c in chunks])

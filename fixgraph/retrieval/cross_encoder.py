@@ -60,7 +60,6 @@ class CrossEncoderReranker(ScorerReranker):
         quantize: bool = False,
         threads: int = 0,
         backend: str = "torch",
-        **_: Any,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"reranker {name}: unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")

@@ -3,6 +3,11 @@
 Exact search over a few thousand vectors is a single matrix-vector product (well under a millisecond
 here); HNSW (`index: hnsw`) is for corpora where that stops being true. `scores()` is always exact,
 for the candidate cache and weighted fusion.
+
+Document expansion (`expansion:` the expand stage's file, retrieval/expansion.py) adds LLM-generated
+questions per chunk, in one of two ways (`expansion_mode`): `append` embeds chunk text + questions as
+one text (which the embedder's max_seq_length may cut), `max` embeds each question on its own and
+scores a chunk by the best of its own vector and its questions' (multi-vector max-sim).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from fixgraph.io import atomic_path, read_json, write_json
 from fixgraph.retrieval.base import RETRIEVERS, Hit, hits_from_scores
 
 INDEXES = ("exact", "hnsw")
+EXPANSION_MODES = ("append", "max")
 
 
 @RETRIEVERS.register("dense")
@@ -32,12 +38,20 @@ class DenseRetriever:
         cache_dir: str | None = None,
         index: str = "exact",
         hnsw: dict[str, int] | None = None,
-        **_: Any,
+        expansion: str | None = None,
+        expansion_mode: str = "max",
     ) -> None:
         if embedder is None:
             raise ValueError(f"retriever {name}: needs an `embedder` config")
         if index not in INDEXES:
             raise ValueError(f"retriever {name}: unknown index {index!r}; valid: {', '.join(INDEXES)}")
+        if expansion_mode not in EXPANSION_MODES:
+            raise ValueError(
+                f"retriever {name}: unknown expansion_mode {expansion_mode!r}; valid: {', '.join(EXPANSION_MODES)}"
+            )
+        if expansion and expansion_mode == "max" and index != "exact":
+            raise ValueError(f"retriever {name}: expansion_mode max needs index: exact")
+        self.expansion, self.expansion_mode = expansion, expansion_mode
         self.name = name
         self.depth = depth
         self.index = index
@@ -47,17 +61,39 @@ class DenseRetriever:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids: list[str] = []
         self._faiss: Any = None
+        self._owner = np.zeros(0, dtype=np.int64)  # row -> chunk position (max mode: question rows too)
+        self._last_query: tuple[str, np.ndarray] | None = None
         self.last_timings: dict[str, float] = {}
 
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        texts = [c.index_text() for c in chunks]
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
         if self.cache is not None:
-            matrix = self.cache.embed(self.embedder, texts)
-        else:
-            matrix = self.embedder.embed_documents(texts)
+            return self.cache.embed(self.embedder, texts)
+        return self.embedder.embed_documents(texts)
+
+    def _rows(self, chunks: Sequence[Chunk]) -> tuple[list[str], np.ndarray]:
+        """The texts to embed and, per text, the position of the chunk it stands for."""
+        texts = [c.index_text() for c in chunks]
+        owner = list(range(len(chunks)))
+        if self.expansion:
+            from fixgraph.retrieval.expansion import expanded_text, load_expansion
+
+            questions = load_expansion(self.expansion, chunks, self.name)
+            if self.expansion_mode == "append":
+                texts = [expanded_text(t, questions[c.id]) for t, c in zip(texts, chunks, strict=True)]
+            else:
+                for i, c in enumerate(chunks):
+                    texts += questions[c.id]
+                    owner += [i] * len(questions[c.id])
+        return texts, np.asarray(owner, dtype=np.int64)
+
+    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        texts, owner = self._rows(chunks)
+        matrix = self._embed(texts)
         workdir.mkdir(parents=True, exist_ok=True)
         with atomic_path(workdir / "embeddings.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, matrix)
+        with atomic_path(workdir / "owners.npy") as tmp, open(tmp, "wb") as fh:
+            np.save(fh, owner)
         if self.index == "hnsw":
             import faiss
 
@@ -65,7 +101,7 @@ class DenseRetriever:
                 faiss.write_index(self._build_hnsw(matrix), str(tmp))
         write_json(workdir / "ids.json", [c.id for c in chunks])
         write_json(workdir / "embedder.json", {"identity": self.embedder.identity()})
-        self._matrix, self._ids = matrix, [c.id for c in chunks]
+        self._matrix, self._ids, self._owner = matrix, [c.id for c in chunks], owner
 
     def _build_hnsw(self, matrix: np.ndarray) -> Any:
         import faiss
@@ -82,6 +118,8 @@ class DenseRetriever:
         if read_json(workdir / "embedder.json")["identity"] != self.embedder.identity():
             raise ValueError(f"{workdir}: dense index was built with another embedder; rebuild it")
         self._matrix = np.load(workdir / "embeddings.npy")
+        owners = workdir / "owners.npy"  # absent in indexes built before document expansion: one row per chunk
+        self._owner = np.load(owners) if owners.exists() else np.arange(len(self._ids), dtype=np.int64)
         if self.index == "hnsw":
             import faiss
 
@@ -89,10 +127,21 @@ class DenseRetriever:
             self._faiss.hnsw.efSearch = int(self.hnsw["ef_search"])
 
     def embed_query(self, query: str) -> np.ndarray:
-        return self.embedder.embed_queries([query])[0]
+        # the last query's vector is kept: a layer on top (link expansion) asks again for the same query
+        if self._last_query is None or self._last_query[0] != query:
+            self._last_query = (query, self.embedder.embed_queries([query])[0])
+        return self._last_query[1]
+
+    def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
+        rows = self._matrix @ vector
+        if len(rows) == len(self._ids):
+            return rows
+        best = np.full(len(self._ids), -np.inf, dtype=rows.dtype)
+        np.maximum.at(best, self._owner, rows)  # max-sim over a chunk's own vector and its questions'
+        return best
 
     def scores(self, query: str) -> np.ndarray:
-        return self._matrix @ self.embed_query(query)
+        return self._chunk_scores(self.embed_query(query))
 
     def search(self, query: str, k: int) -> list[Hit]:
         started = time.perf_counter()
@@ -103,7 +152,7 @@ class DenseRetriever:
             distances, indices = self._faiss.search(vector[None, :].astype(np.float32), k)
             hits = [Hit(self._ids[i], float(d)) for d, i in zip(distances[0], indices[0], strict=True) if i >= 0]
         else:
-            hits = hits_from_scores(self._matrix @ vector, self._ids, k)
+            hits = hits_from_scores(self._chunk_scores(vector), self._ids, k)
         self.last_timings = {
             "embed_ms": 1000 * (embedded - started),
             "search_ms": 1000 * (time.perf_counter() - embedded),

@@ -72,6 +72,7 @@ def weighted(
             {h.chunk_id: float(v) for h, v in zip(ranking, norm, strict=True)},
             float(norm.min()) if norm.size else 0.0,
         )
-    for cid in _best_ranks(rankings):
+    best = _best_ranks(rankings)
+    for cid in best:
         scores[cid] = sum(float(weights[c]) * values.get(cid, floor) for c, (values, floor) in per_channel.items())
-    return _finish(scores, _best_ranks(rankings), depth)
+    return _finish(scores, best, depth)

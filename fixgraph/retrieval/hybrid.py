@@ -28,7 +28,6 @@ class HybridRetriever:
         depth: int = 100,
         weights: Mapping[str, float] | None = None,
         normalization: str = "zscore",
-        **_: Any,
     ) -> None:
         from fixgraph.retrieval.base import build_retriever
 

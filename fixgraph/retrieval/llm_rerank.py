@@ -52,7 +52,6 @@ class LLMReranker(ScorerReranker):
         prompt: str = PROMPT,
         top_n: int = 10,
         max_passage_chars: int = 1500,
-        **_: Any,
     ) -> None:
         if llm is None:
             raise ValueError(f"reranker {name}: needs an `llm` config (e.g. llm: ${{llm}})")

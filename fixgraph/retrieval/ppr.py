@@ -7,8 +7,10 @@ the sum of the PPR mass of the phrases it mentions.
 
 HippoRAG 2 (`ppr_hipporag2`, Gutiérrez et al. 2025): passages are nodes of the graph, joined to the
 phrases they mention; reset weights are the seed phrases' scores divided by their passage counts
-(averaged per phrase) plus every passage's min-max-normalised dense score x 0.05
-(`passage_node_weight`); a passage scores its own PPR mass.
+(averaged per phrase) plus every passage's min-max-normalised first-stage score x 0.05
+(`passage_node_weight`); a passage scores its own PPR mass. The paper seeds passages with dense
+similarity; here `first_stage` is any retriever config (dense_mpnet, hybrid_weighted, ...): one with
+full score vectors (`scores()`: dense, BM25) seeds every passage, any other its top `candidates`.
 
 Both call igraph's prpack solver (as HippoRAG's code does), tested against networkx to 1e-6.
 """
@@ -195,49 +197,66 @@ class HippoRAG2Retriever(_GraphRetrieverBase):
         self,
         name: str = "ppr_hipporag2",
         graph_dir: str = "",
-        dense: Any = None,
+        first_stage: Any = None,
+        candidates: int = 100,
         passage_node_weight: float = 0.05,
         passage_edge_weight: float = 1.0,
         **kw: Any,
     ) -> None:
         kw = {k: v for k, v in kw.items() if k in _BASE_ARGS}
         super().__init__(name, graph_dir, **kw)
-        if dense is None:
-            raise ValueError(f"retriever {name}: needs a `dense` retriever config for the passage reset weights")
-        self.dense = build_retriever(dense)
+        if first_stage is None:
+            raise ValueError(f"retriever {name}: needs a `first_stage` retriever config for the passage reset weights")
+        self.first_stage = build_retriever(first_stage)
+        self.candidates = candidates
         self.passage_node_weight = passage_node_weight
         self.passage_edge_weight = passage_edge_weight
         self.graph: Any = None
         self.passage_vertices = np.zeros(0, dtype=np.int64)
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.dense.build(chunks, workdir / "dense")
+        self.first_stage.build(chunks, workdir / "first_stage")
         write_chunk_ids(workdir, chunks)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         check_chunk_ids(workdir, chunks)
-        self.dense.load(chunks, workdir / "dense")
+        self.first_stage.load(chunks, workdir / "first_stage")
         index = self._load_graph(chunks)
         graph = to_igraph(index.store, passages=index.chunk_ids, passage_edge_weight=self.passage_edge_weight)
         self.graph = self._edges_with_synonyms(graph)
         vertex = {name: i for i, name in enumerate(self.graph.vs["name"])}
         self.passage_vertices = np.array([vertex[passage_node(c)] for c in index.chunk_ids], dtype=np.int64)
 
-    def reset_weights(self, seeds: Sequence[Seed], dense_scores: np.ndarray) -> np.ndarray:
+    def reset_weights(self, seeds: Sequence[Seed], passage_scores: np.ndarray) -> np.ndarray:
         assert self.index is not None
         reset = np.zeros(self.graph.vcount())
         for seed in seeds:
             i = self.index.node_index[seed.node_id]
             reset[i] += seed.score / max(float(self.index.chunks_per_node[i]), 1.0)
-        reset[self.passage_vertices] = min_max(dense_scores) * self.passage_node_weight
+        reset[self.passage_vertices] = min_max(passage_scores) * self.passage_node_weight
         return reset
+
+    def passage_scores(self, query: str) -> np.ndarray:
+        """The first stage's score of every passage (index order); without full score vectors, its top
+        `candidates` min-max scaled into (0, 1] and 0 for the rest."""
+        assert self.index is not None
+        full = getattr(self.first_stage, "scores", None)
+        if full is not None:
+            return np.asarray(full(query), dtype=np.float64)
+        hits = self.first_stage.search(query, self.candidates)
+        scores = np.zeros(len(self.index.chunk_ids))
+        if hits:
+            position = {c: i for i, c in enumerate(self.index.chunk_ids)}
+            scaled = min_max(np.array([h.score for h in hits], dtype=np.float64)) * (1 - 1e-3) + 1e-3
+            for hit, value in zip(hits, scaled, strict=True):
+                scores[position[hit.chunk_id]] = value
+        return scores
 
     def search(self, query: str, k: int) -> list[Hit]:
         assert self.index is not None
         seeds = self.seeds(query)
         self.traces[query] = {"seeds": [s.as_dict() for s in seeds]}
-        dense_scores = np.asarray(self.dense.scores(query), dtype=np.float64)  # type: ignore[attr-defined]
-        mass = personalized_pagerank(self.graph, self.reset_weights(seeds, dense_scores), self.damping)
+        mass = personalized_pagerank(self.graph, self.reset_weights(seeds, self.passage_scores(query)), self.damping)
         return hits_from_scores(mass[self.passage_vertices], self.index.chunk_ids, k)
 
 

@@ -36,7 +36,9 @@ class Scorer(Protocol):
         ...
 
 
-RERANKERS: Registry[Reranker] = Registry("reranker")
+RERANKERS: Registry[Reranker] = Registry(
+    "reranker", [f"fixgraph.retrieval.{m}" for m in ("bi_encoder_rerank", "blend", "cross_encoder", "llm_rerank")]
+)
 
 
 def rerank_top(scores: np.ndarray, hits: Sequence[Hit], top_n: int) -> list[Hit]:
@@ -44,6 +46,14 @@ def rerank_top(scores: np.ndarray, hits: Sequence[Hit], top_n: int) -> list[Hit]
     head = list(hits[:top_n])
     order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
     return [Hit(head[i].chunk_id, float(scores[i])) for i in order] + list(hits[top_n:])
+
+
+def rerank_by(scorer: Scorer, query: str, hits: Sequence[Hit], texts: Mapping[str, str], top_n: int) -> list[Hit]:
+    """Score the top `top_n` hits with `scorer` and re-sort them (what every scorer reranker does)."""
+    head = hits[:top_n]
+    if not head:
+        return list(hits)
+    return rerank_top(scorer.score(query, [texts[h.chunk_id] for h in head]), hits, top_n)
 
 
 class ScorerReranker:
@@ -59,17 +69,26 @@ class ScorerReranker:
         raise NotImplementedError
 
     def rerank(self, query: str, hits: Sequence[Hit], texts: Mapping[str, str]) -> list[Hit]:
-        head = hits[: self.top_n]
-        if not head:
-            return list(hits)
-        return rerank_top(self.score(query, [texts[h.chunk_id] for h in head]), hits, self.top_n)
+        return rerank_by(self, query, hits, texts, self.top_n)
+
+
+class RerankWith:
+    """A scorer reranker with its scorer swapped (the candidate cache replays recorded scores this way)."""
+
+    def __init__(self, name: str, scorer: Scorer, top_n: int) -> None:
+        self.name = name
+        self.scorer = scorer
+        self.top_n = top_n
+
+    def rerank(self, query: str, hits: Sequence[Hit], texts: Mapping[str, str]) -> list[Hit]:
+        return rerank_by(self.scorer, query, hits, texts, self.top_n)
 
 
 @RERANKERS.register("none")
 class NoReranker:
     """Keeps the first-stage order: the baseline every reranker is compared with."""
 
-    def __init__(self, name: str = "none", **_: Any) -> None:
+    def __init__(self, name: str = "none") -> None:
         self.name = name
 
     def rerank(self, query: str, hits: Sequence[Hit], texts: Mapping[str, str]) -> list[Hit]:

@@ -46,7 +46,6 @@ class RouterRetriever:
         routes: Mapping[str, str] | None = None,
         lexical_max_words: int = 5,
         depth: int = 100,
-        **_: Any,
     ) -> None:
         from fixgraph.retrieval.base import build_retriever
 

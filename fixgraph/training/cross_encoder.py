@@ -63,7 +63,6 @@ class CrossEncoderTrainer:
         temperature: float = 0.05,
         distill_weight: float = 1.0,
         teacher_cache: str | None = None,
-        **_: Any,
     ) -> None:
         self.name = name
         self.base_model = base_model
@@ -174,11 +173,10 @@ class CrossEncoderTrainer:
             "steps": step,
             "first_loss": sum(losses[:20]) / max(1, len(losses[:20])),
             "last_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
-            "seconds": round(time.perf_counter() - started, 1),
             "weights_sha256": {w.name: sha256_file(w) for w in weights},
         }
         write_json(out / MANIFEST, manifest)
-        return manifest
+        return {**manifest, "seconds": round(time.perf_counter() - started, 1)}  # not in the model's manifest
 
     def loss(self, logits: Any, batch: Sequence[Group]) -> Any:
         """Listwise loss of one batch of groups (logits: groups x (1 + negatives), positive first)."""

@@ -1,94 +1,71 @@
-"""Candidate cache on the fixture corpus: re-scoring equals live retrieval, stale caches are refused."""
+"""The candidate cache: recorded values keyed by what produced them, reused across systems, never stale."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from fixgraph.config import to_dict
+from fixgraph.config import systems_of
 from fixgraph.evaluation.splits import build_split
-from fixgraph.pipeline import stages
-from fixgraph.pipeline.candidate_cache import StaleCacheError
-from fixgraph.pipeline.candidates import build_candidates, open_cache
-from fixgraph.pipeline.rescore import RescoreParams, rescore
-from fixgraph.retrieval.base import build_retriever
-
-FAKE_LLM = "{name:fake,kind:fake,default:no,responses:{amber:yes,paper:yes}}"
-SCORER = [
-    "~candidates.scorers.cross_encoder",
-    f"+candidates.scorers.llm={{name:llm,kind:llm,top_n:5,llm:{FAKE_LLM}}}",
-    "candidates.score_depth=100",
-]
+from fixgraph.pipeline.candidates import CandidateStore, NotReplayable, Replayer, record_candidates, replay_rankings
+from fixgraph.pipeline.stages import chunk, load_chunks
 
 
-@pytest.fixture
-def cfg(fixture_config: Callable[..., DictConfig]) -> DictConfig:
-    return fixture_config(["tracking.enabled=false", *SCORER])
+def _replayer(cfg: DictConfig) -> Replayer:
+    chunk(cfg)
+    return Replayer(cfg, load_chunks(cfg), CandidateStore.of(cfg))
 
 
-def _live(cfg: DictConfig, node: dict) -> dict[str, list[str]]:  # type: ignore[type-arg]
-    chunks = stages.load_chunks(cfg)
-    result = stages.index(cfg, "hybrid", cfg.systems.hybrid, chunks)
-    retriever = build_retriever(node)
-    retriever.load(chunks, result.output)  # same channels as the hybrid system: its index serves every fusion
-    return {q.qid: [h.chunk_id for h in retriever.search(q.question, 100)] for q in build_split(cfg.split).load()}
+def test_record_then_replay_shares_leaves_across_systems(protocol_config: Callable[..., DictConfig]) -> None:
+    cfg = protocol_config(["tracking.enabled=false"])  # bm25, dense, hybrid (= bm25 + dense fused)
+    recorded = record_candidates(cfg)
+    assert recorded["bm25"].misses > 0 and recorded["dense"].misses > 0
+    assert recorded["hybrid"].misses == 0  # its channels are the bm25 and dense leaves recorded just before
+    questions = build_split(cfg.split).load()
+    replayer = _replayer(cfg)
+    for name, system_cfg in systems_of(cfg).items():
+        _, stats = replay_rankings(replayer, system_cfg, questions, int(cfg.evaluation.depth))
+        assert stats.path == "cached", name
 
 
-def test_rescoring_reproduces_live_fusion(cfg: DictConfig) -> None:
-    cache = build_candidates(cfg)
-    assert cache.channels == ["bm25", "dense"] and cache.scorers == ["llm"]
-    hybrid = to_dict(cfg.systems.hybrid)
-    for node, params in [
-        ({**hybrid, "rrf_k": 60}, RescoreParams(rrf_k=60)),
-        ({**hybrid, "rrf_k": 2}, RescoreParams(rrf_k=2)),
-        (
-            {**hybrid, "fusion": "weighted", "weights": {"bm25": 0.3, "dense": 0.7}},
-            RescoreParams(fusion="weighted", channel_weights={"bm25": 0.3, "dense": 0.7}),
-        ),
-    ]:
-        live = _live(cfg, node)
-        cached = rescore(cache, params).rankings
-        assert {qid: [h.chunk_id for h in hits] for qid, hits in cached.items()} == live
+def test_a_changed_leaf_or_chunking_is_recomputed_not_reused(protocol_config: Callable[..., DictConfig]) -> None:
+    cfg = protocol_config(["tracking.enabled=false"])
+    record_candidates(cfg)
+    questions = build_split(cfg.split).load()
+    other_k1 = OmegaConf.create({**OmegaConf.to_container(systems_of(cfg)["bm25"]), "k1": 1.7})  # type: ignore[dict-item]
+    _, stats = replay_rankings(_replayer(cfg), other_k1, questions, int(cfg.evaluation.depth))
+    assert stats.path == "live" and stats.hits == 0  # another BM25: nothing of the old one is served
+    before = [c.id for c in load_chunks(cfg)]
+    rechunked = protocol_config(["tracking.enabled=false", "chunker.max_tokens=24", "chunker.min_tokens=4"])
+    replayer = _replayer(rechunked)
+    assert [c.id for c in replayer.chunks] != before
+    _, stats = replay_rankings(replayer, systems_of(rechunked)["bm25"], questions, 100)
+    assert stats.hits == 0  # other chunks: another identity
 
 
-def test_rescoring_reproduces_live_reranking(cfg: DictConfig) -> None:
-    from fixgraph.retrieval.blend import BlendReranker
-    from fixgraph.retrieval.rerank import build_reranker
+def test_a_reranker_without_scores_is_refused(protocol_config: Callable[..., DictConfig]) -> None:
+    from fixgraph.retrieval.rerank import RERANKERS
 
-    cache = build_candidates(cfg)
-    chunks = stages.load_chunks(cfg)
-    texts = {c.id: c.index_text() for c in chunks}
-    llm = {
-        "name": "llm",
-        "kind": "llm",
-        "top_n": 5,
-        "llm": {"name": "fake", "kind": "fake", "default": "no", "responses": {"amber": "yes", "paper": "yes"}},
-    }
-    hybrid = build_retriever(to_dict(cfg.systems.hybrid))
-    hybrid.load(chunks, stages.index(cfg, "hybrid", cfg.systems.hybrid, chunks).output)
-    for reranker, weights in [
-        (build_reranker(llm), {"llm": 1.0}),
-        (
-            BlendReranker(scorers={"llm": llm}, weights={"llm": 0.5, "first_stage": 0.5}, top_n=5),
-            {"llm": 0.5, "first_stage": 0.5},
-        ),
-    ]:
-        result = rescore(cache, RescoreParams(rrf_k=60, rerank_top_n=5, rerank_weights=weights))
-        assert result.unscored == 0
-        for question in build_split(cfg.split).load():
-            live = reranker.rerank(question.question, hybrid.search(question.question, 100), texts)
-            assert [h.chunk_id for h in result.rankings[question.qid]] == [h.chunk_id for h in live]
+    class Shuffler:  # reorders without a per-candidate score: nothing to record
+        def __init__(self, name: str = "shuffler") -> None:
+            self.name = name
 
+        def rerank(self, query: str, hits: list[object], texts: object) -> list[object]:
+            return list(reversed(hits))
 
-def test_stale_cache_is_refused(cfg: DictConfig, fixture_config: Callable[..., DictConfig]) -> None:
-    build_candidates(cfg)
-    assert open_cache(cfg).qids  # same config: the cache is current
-    with pytest.raises(StaleCacheError, match="depth"):
-        open_cache(fixture_config(["tracking.enabled=false", *SCORER, "candidates.depth=50"]))
-    with pytest.raises(StaleCacheError, match="channels"):
-        open_cache(fixture_config(["tracking.enabled=false", *SCORER, "candidates.channels.bm25.k1=1.2"]))
-    other_llm = SCORER[1].replace("amber:yes", "amber:no")
-    with pytest.raises(StaleCacheError, match="scorers"):
-        open_cache(fixture_config(["tracking.enabled=false", SCORER[0], other_llm, SCORER[2]]))
+    if "test_shuffler" not in RERANKERS:
+        RERANKERS.register("test_shuffler")(Shuffler)
+    cfg = protocol_config(["tracking.enabled=false"])
+    node = OmegaConf.create(
+        {
+            "name": "x",
+            "kind": "reranked",
+            "first_stage": OmegaConf.to_container(systems_of(cfg)["bm25"]),
+            "reranker": {"name": "shuffler", "kind": "test_shuffler"},
+            "depth": 10,
+        }
+    )
+    with pytest.raises(NotReplayable, match="gives no per-candidate scores"):
+        _replayer(cfg).system(node)

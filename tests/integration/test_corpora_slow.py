@@ -104,3 +104,23 @@ def test_bench_corpus_prints_rates(workdir: Path, capsys: pytest.CaptureFixture[
     rates = result["corpora"]["evolution_help"]
     assert rates["status"] == "measured" and rates["pages"] == 207
     assert rates["pages_per_s"] > 0 and rates["chunks_per_s"] > 0
+
+
+def test_diagnosis_of_an_errno_message_reaches_the_errors_entry_of_the_call(config: Callable[..., DictConfig]) -> None:
+    """`open: Permission denied (EACCES)` on the real man pages: open(2), its ERRORS section, the EACCES
+    entry cited as the cause (BM25 here: the diagnosis does not need the dense index)."""
+    from fixgraph.config import systems_of
+    from fixgraph.serve.diagnose import Diagnoser
+
+    cfg = config("linux_man", "experiment=single", "retriever=bm25", "tracking.enabled=false")
+    build(cfg)
+    chunks = stages.load_chunks(cfg)
+    system = stages.open_system(cfg, "bm25", systems_of(cfg)["bm25"], chunks)
+    diagnoser = Diagnoser({d.id: d for d in stages.load_documents(cfg)}, chunks, None)
+    diagnosis = diagnoser.diagnose("open: Permission denied (EACCES)", lambda q, k: (system.search(q, k), {}))
+    top = diagnosis.causes[0]
+    assert top["doc_id"] == "open.2" and top["section"] == "ERRORS" and top["chunk_id"].startswith("open.2#ERRORS")
+    assert top["cause"][0]["text"].startswith("EACCES\nThe requested access to the file is not allowed")
+    document = next(d for d in stages.load_documents(cfg) if d.id == "open.2")
+    cause = top["cause"][0]
+    assert document.text[cause["start"] : cause["end"]] == cause["text"]

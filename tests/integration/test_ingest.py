@@ -39,7 +39,7 @@ def test_ingest_writes_documents_links_duplicates_and_manifest(fixture_config: C
     stages.ingest(cfg)
     out = Layout.from_config(cfg).corpus_dir
     assert sorted(p.name for p in out.iterdir()) == [
-        "documents.jsonl", "duplicates.json", "links.parquet", "manifest.json", "problems.json", "stage.json"
+        "_run", "documents.jsonl", "duplicates.json", "links.parquet", "manifest.json", "problems.json", "stage.json"
     ]  # fmt: skip
     m = manifest(cfg)
     # 5 pages + legal.xml: 4 documents, broken.page skipped with its reason, legal.xml an XInclude resource
@@ -120,7 +120,7 @@ def test_incremental_chunking_rechunks_only_changed_documents(
     cfg = fixture_config(["chunker.max_tokens=12", "chunker.min_tokens=0"])
     CountingChunker.calls = []
     first = stages.chunk(cfg)
-    assert first.info["incremental"] == {"documents": 4, "rechunked": 4, "reused": 0, "added": 4, "edited": 0,
+    assert first.run["incremental"] == {"documents": 4, "rechunked": 4, "reused": 0, "added": 4, "edited": 0,
                                          "removed": 0}  # fmt: skip
     before = {c.id: c for c in stages.load_chunks(cfg)}
 
@@ -131,7 +131,7 @@ def test_incremental_chunking_rechunks_only_changed_documents(
     CountingChunker.calls = []
     second = stages.chunk(cfg)
     assert sorted(CountingChunker.calls) == ["new", "wifi-trouble"]
-    assert second.info["incremental"] == {"documents": 4, "rechunked": 2, "reused": 2, "added": 1, "edited": 1,
+    assert second.run["incremental"] == {"documents": 4, "rechunked": 2, "reused": 2, "added": 1, "edited": 1,
                                           "removed": 1}  # fmt: skip
     after = {c.id: c for c in stages.load_chunks(cfg)}
     for doc_id in ("index", "reset-hub"):  # untouched: same ids, same offsets, same text
@@ -140,3 +140,18 @@ def test_incremental_chunking_rechunks_only_changed_documents(
         }
     assert not [c for c in after.values() if c.doc_id == "battery"]
     assert json.loads(json.dumps(second.info))["chunks"] == len(after)
+
+
+def test_a_folder_without_parsable_documents_is_an_error(
+    fixture_config: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    from fixgraph.corpus.sources import EmptyCorpusError
+
+    folder = tmp_path / "only-broken"
+    folder.mkdir()
+    (folder / "broken.page").write_text("<page xmlns='http://projectmallard.org/1.0/' id='x'><title>unclosed")
+    (folder / "empty.page").write_text("")
+    cfg = fixture_config([f"corpus.snapshot_dir={folder}"])
+    with pytest.raises(EmptyCorpusError, match=rf"no parsable documents in {folder} \(2 files; problems: .*malformed"):
+        stages.ingest(cfg)
+    assert not Layout.from_config(cfg).corpus_dir.exists()  # nothing half-written

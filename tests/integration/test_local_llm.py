@@ -133,3 +133,34 @@ def test_llm_extraction_with_a_real_gguf(fixture_config: Callable[..., DictConfi
     assert (store.mentions["extractor"] == "llm").all()
     assert store.mentions["model"].str.startswith("gguf:sha256:1d961463").all()
     assert store.mentions["prompt_version"].str.startswith("extract_v1@").all()
+
+
+def test_llamacpp_first_token_logprobs_rank_a_relevant_passage_higher(tmp_path: Path) -> None:
+    from fixgraph.llm.base import build_llm
+    from fixgraph.retrieval.llm_rerank import PROMPT, yes_probability
+
+    llm = build_llm(
+        {
+            "name": "qwen",
+            "kind": "llamacpp",
+            "model": MODEL,
+            "model_dir": str(REPO / "models"),
+            "n_ctx": 1024,
+            "n_threads": 1,
+            "generation": {"temperature": 0.0, "seed": 0},
+            "cache": {"enabled": True, "path": str(tmp_path / "llm.sqlite")},
+        }
+    )
+    question = "How do I change my desktop wallpaper?"
+    good = "To change the desktop background, open Settings, click Background and choose an image."
+    bad = "The printer's ink cartridge must be replaced when the light blinks orange."
+    replies = [
+        llm.complete(PROMPT.format(query=question, passage=p), max_tokens=1, logprobs=True, top_logprobs=10)
+        for p in (good, bad)
+    ]
+    for reply in replies:
+        assert reply.top_logprobs and len(reply.top_logprobs) <= 10
+        assert all(lp <= 0 for lp in reply.top_logprobs.values())
+    assert yes_probability(replies[0]) > yes_probability(replies[1])
+    cached = llm.complete(PROMPT.format(query=question, passage=good), max_tokens=1, logprobs=True, top_logprobs=10)
+    assert cached.cached and cached.top_logprobs == replies[0].top_logprobs

@@ -41,7 +41,9 @@ def test_locked_test_runs_once_then_needs_a_recorded_reason(protocol_config: Cal
 
     report_md, result = run_test(cfg, "study1")
     assert result.info["questions"] == 5  # the test part only
-    report = json.loads((path.parent / "test_report.json").read_text())
+    assert report_md == path.parent / "test_looks" / "1" / "test_report.md"
+    report = json.loads((report_md.parent / "test_report.json").read_text())
+    assert report["look"] == 1
     finalist_rows = [r for r in report["rows"] if r["system"] != "bm25"]
     assert {(r["system"], r["metric"]) for r in finalist_rows if r["in_family"]} == {
         ("dense", "recall_at_8"),
@@ -57,6 +59,7 @@ def test_locked_test_runs_once_then_needs_a_recorded_reason(protocol_config: Cal
     mlflow.set_tracking_uri(str(cfg.tracking.uri))
     run = mlflow.get_run(result.mlflow_run_id)
     assert run.data.tags["stage"] == "locked_test" and run.data.tags["study"] == "study1"
+    assert run.data.tags["locked_test_look"] == "1"
     assert "vs_bm25.dense.recall_at_8.p_holm" in run.data.metrics
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(result.mlflow_run_id, "study")}
     assert {"study/finalists.yaml", "study/test_report.json", "study/test_report.md"} <= artifacts
@@ -66,7 +69,7 @@ def test_locked_test_runs_once_then_needs_a_recorded_reason(protocol_config: Cal
         "test_report/plots/recall_at_k.png",
         "test_report/plots/recall_at_8_by_qtype.png",
     }
-    assert (path.parent / "plots" / "metrics_ci.png").read_bytes()[:4] == b"\x89PNG"
+    assert (report_md.parent / "plots" / "metrics_ci.png").read_bytes()[:4] == b"\x89PNG"
 
     with pytest.raises(ProtocolError, match=r"already scored on test.*--force-reason"):
         run_test(cfg, "study1", track=False)
@@ -75,11 +78,22 @@ def test_locked_test_runs_once_then_needs_a_recorded_reason(protocol_config: Cal
     with pytest.raises(ProtocolError, match="finalists can no longer change"):
         record_finalists(cfg, "study1", ["dense"], replace=True, track=False)
 
-    run_test(protocol_config(), "study1", force_reason="bootstrap seed bug fixed in abc123", track=False)
-    log = [a for a in attempts(StudyPaths.of(cfg, "study1")) if a["status"] == "completed"]
-    assert [a["forced"] for a in log] == [False, True]
-    assert log[1]["force_reason"] == "bootstrap seed bug fixed in abc123"
-    assert "Forced re-run" in report_md.read_text()
+    first_report = report_md.read_text()
+    second_md, _ = run_test(protocol_config(), "study1", force_reason="bootstrap seed bug fixed in abc123", track=False)
+    log = attempts(StudyPaths.of(cfg, "study1"))
+    # every attempt is kept and numbered: the completed look, two refusals, the forced look
+    assert [(a["attempt"], a["outcome"], a.get("look")) for a in log] == [
+        (1, "completed", 1),
+        (2, "refused", None),
+        (3, "refused", None),
+        (4, "completed", 2),
+    ]
+    assert "--force-reason" in log[1]["reason"]
+    assert [a["forced"] for a in log if a["outcome"] == "completed"] == [False, True]
+    assert log[3]["force_reason"] == "bootstrap seed bug fixed in abc123" and log[3]["tracked"] is False
+    # the forced look has its own report; the first one is untouched
+    assert second_md == path.parent / "test_looks" / "2" / "test_report.md"
+    assert "Forced re-run" in second_md.read_text() and report_md.read_text() == first_report
 
 
 def test_tampering_is_detected(protocol_config: Callable[..., DictConfig], tmp_path: Path) -> None:
@@ -107,7 +121,9 @@ def test_tampering_is_detected(protocol_config: Callable[..., DictConfig], tmp_p
     pool.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with pytest.raises(SplitError, match=rf"test question '{victim}' was edited"):
         run_test(cfg, "study2")
-    assert not [a for a in attempts(StudyPaths.of(cfg, "study2")) if a["status"] == "completed"]
+    log = attempts(StudyPaths.of(cfg, "study2"))
+    assert [a["outcome"] for a in log] == ["refused", "refused"]  # no `started` line, nothing completed
+    assert "edited after it was recorded" in log[0]["reason"] and victim in log[1]["reason"]
 
 
 def test_cli_names_the_missing_step_in_one_line(tmp_path: Path) -> None:

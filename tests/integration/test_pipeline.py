@@ -21,6 +21,7 @@ def test_evaluation_outputs_can_be_recomputed_elsewhere(fixture_config: Callable
     result = evaluate(cfg)
     out = result.output_dir
     assert sorted(p.name for p in out.iterdir()) == [
+        "_run",  # latency: run statistics, outside DVC's hashes
         "by_qtype.md",
         "by_qtype.parquet",
         "gold_mapping.jsonl",
@@ -31,7 +32,10 @@ def test_evaluation_outputs_can_be_recomputed_elsewhere(fixture_config: Callable
         "qrels.txt",
         "runs",
         "table.md",
+        "unmapped_gold.txt",
     ]
+    assert sorted(p.name for p in (out / "_run").iterdir()) == ["latency.json", "timings.parquet"]
+    assert not [c for c in pd.read_parquet(out / "per_question.parquet").columns if c.endswith("_ms")]
     assert result.coverage == 1.0
     assert result.info["questions"] == 5 and result.info["scored_questions"] == 4
     # the TREC files reproduce our per-question metrics in trec_eval

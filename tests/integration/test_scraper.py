@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -30,6 +31,7 @@ from fixgraph.io import tree_hash
 from tests.conftest import FIXTURES
 
 SITE = FIXTURES / "site"
+PAGES = {f"/guide/{p.stem}" for p in (SITE / "guide").glob("*.html")}
 SLACK = 0.02  # server-side timestamps lag the client's send by a little
 
 
@@ -62,9 +64,10 @@ def make_handler(site: Site) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            path = self.path
+            path = self.path  # with its query string: the log shows exactly what was asked for
             site.log.append((path, self.headers.get("Host", ""), time.monotonic()))
             hit = site.hits[path] = site.hits.get(path, 0) + 1
+            path = urlsplit(path).path
             template = {"/robots.txt": "robots.txt", "/sitemap.xml": "sitemap.xml"}.get(path)
             if path == "/sitemap-guides.xml":
                 template = "sitemap-guides.xml"
@@ -73,7 +76,7 @@ def make_handler(site: Site) -> type[BaseHTTPRequestHandler]:
             elif template:
                 text = (SITE / template).read_text().replace("{base}", site.base)
                 self.send(200, text.encode(), {"Content-Type": "text/plain" if "robots" in path else "application/xml"})
-            elif path in ("/guide/wifi", "/guide/printer", "/guide/no-article"):
+            elif path in PAGES:
                 self.send(200, (SITE / f"{path.lstrip('/')}.html").read_bytes())
             elif path == "/guide/manual.pdf":
                 self.send(200, b"%PDF-1.4 fixture", {"Content-Type": "application/pdf"})
@@ -292,3 +295,96 @@ def test_doc_ids_from_urls() -> None:
     assert doc_id_for_url("https://support.example.com/en-us/HT201/") == "support.example.com/en-us/HT201"
     with_query = doc_id_for_url("https://support.example.com/kb?id=7#top")
     assert with_query.startswith("support.example.com/kb_q") and "#" not in with_query and "?" not in with_query
+
+
+# --- an unseen support site's traps: tracking parameters, redirects, near-duplicates, 404, robots --------
+
+
+def ingested(result: ParseResult) -> tuple[list[Document], list[dict[str, Any]], dict[str, Any]]:
+    """What the ingest stage makes of a parse: aliases kept, near-duplicates folded, links classified."""
+    from fixgraph.corpus.dedup import DedupConfig, deduplicate
+    from fixgraph.corpus.linkgraph import build_link_graph
+    from fixgraph.pipeline.stages import with_aliases
+
+    deduped = deduplicate(with_aliases(result.documents, result.aliases), DedupConfig())
+    rows, _, _ = build_link_graph(deduped.documents, result.aliases, deduped.redirects, result.unavailable)
+    return deduped.documents, rows, {"groups": deduped.groups}
+
+
+def test_tracking_parameters_are_stripped_before_fetching(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    site, _, result = crawled
+    asked = [p for p, _, _ in site.log]
+    assert not [p for p in asked if "utm_" in p or "cid=" in p]  # never requested with tracking parameters
+    assert asked.count("/guide/hub") == 1 and asked.count("/guide/printer") == 1  # one page, one request
+    assert doc(result, "/guide/hub").url == f"{site.base}/guide/hub"
+
+
+def test_article_metadata_is_kept(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    site, _, result = crawled
+    hub = doc(result, "/guide/hub")
+    assert hub.metadata == {
+        "breadcrumb": "Support › Guides › Hub",
+        "applies_to": "HubOS 4 and later",
+        "published": "2024-05-02",
+        "canonical_url": f"{site.base}/guide/hub",  # tracking parameter dropped here too
+    }
+    assert "HubOS" not in hub.text and "Guides" not in hub.text  # chrome, not article text
+    assert doc(result, "/guide/battery").metadata["modified"] == "2024-09-01"
+    assert doc(result, "/guide/battery-2023").metadata["published"] == "2023-01-10"
+
+
+def test_link_statuses_of_a_crawled_site(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    _, _, result = crawled
+    docs, rows, _ = ingested(result)
+    hub = {
+        r["anchor_text"]: (r["status"], r["resolved_doc"], r["target_section"])
+        for r in rows
+        if r["source_doc"].endswith("/hub")
+    }
+    printer, wifi = "127.0.0.1/guide/printer", "127.0.0.1/guide/wifi"
+    assert hub == {
+        "printer guide": ("resolved", printer, ""),  # tracking parameters do not make another page
+        "what to do if the hub won't start": ("resolved", printer, ""),
+        "old pairing guide": ("broken", "", ""),  # HTTP 404
+        "internal notes": ("disallowed", "", ""),  # robots.txt
+        "Wi-Fi page": ("redirected", wifi, ""),  # 301 to /guide/wifi
+        "Reset the printer": ("resolved", printer, "reset"),
+        "the recovery step": ("missing_anchor", printer, "no-such-step"),
+    }
+    assert next(d for d in docs if d.id == wifi).aliases == ["127.0.0.1/guide/old-wifi"]  # the alias is kept
+    conditional = {r["anchor_text"]: r["conditional"] for r in rows if r["source_doc"].endswith("/hub")}
+    assert conditional["what to do if the hub won't start"] is False  # "Learn what to do if ..."
+    assert conditional["Reset the printer"] is True  # "If the light blinks amber, see ..."
+
+
+def test_near_duplicate_keeps_the_newest_page(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    _, _, result = crawled
+    old, new = doc(result, "/guide/battery-2023"), doc(result, "/guide/battery")
+    assert len(old.text) > len(new.text)  # the old rule (longest text) would keep the outdated page
+    docs, _, dedup = ingested(result)
+    (group,) = dedup["groups"]
+    assert (group["canonical"], group["chosen_by"]) == (new.id, "newest date")
+    assert group["dates"] == {new.id: "2024-09-01", old.id: "2023-01-10"}
+    assert new.id in {d.id for d in docs} and old.id not in {d.id for d in docs}
+
+
+def test_gold_by_url_on_a_scraped_corpus(crawled: tuple[Site, SupportSiteCorpus, ParseResult]) -> None:
+    from fixgraph.corpus.chunking import StructuralChunker
+    from fixgraph.evaluation.gold import map_gold
+    from fixgraph.evaluation.questions import Question
+
+    site, _, result = crawled
+    docs, _, _ = ingested(result)
+    chunks = [c for d in docs for c in StructuralChunker(name="s", max_tokens=200, min_tokens=10).chunk(d)]
+    gold = {
+        "tracked": (f"{site.base}/guide/hub?utm_source=mail#setup", "Connect the hub"),  # tracking noise
+        "moved": (f"{site.base}/guide/old-wifi", "Write down the channel."),  # a redirected address
+        "absorbed": (f"{site.base}/guide/battery-2023", "Replace the battery"),  # a near-duplicate folded away
+    }
+    questions = [Question(qid=q, question="?", gold=[{"url": u, "quote": t}]) for q, (u, t) in gold.items()]
+    mapping = map_gold(questions, docs, chunks)
+    assert [(i.qid, i.status, i.page) for i in mapping.items] == [
+        ("tracked", "mapped", "127.0.0.1/guide/hub"),
+        ("moved", "mapped", "127.0.0.1/guide/wifi"),
+        ("absorbed", "mapped", "127.0.0.1/guide/battery"),
+    ]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +73,6 @@ def test_two_workers_share_a_postgres_study_without_duplicates(
     from fixgraph.experiment.sweep import driver_url
 
     cfg = protocol_config()
-    params = tmp_path / "params.yaml"
-    params.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     trials = 30
     done = subprocess.run(
         [
@@ -82,8 +80,7 @@ def test_two_workers_share_a_postgres_study_without_duplicates(
             "-m",
             "fixgraph.cli",
             "sweep",
-            "--params",
-            str(params),
+            *protocol_config.base,  # type: ignore[attr-defined]
             "--study",
             "pg",
             "--storage",

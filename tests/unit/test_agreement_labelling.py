@@ -141,4 +141,7 @@ def test_agreement_command_judges_the_graded_set_with_the_configured_judge(
     assert report["exact"] == pytest.approx(3 / 4) and report["confusion"] == [[1, 0, 0], [1, 0, 0], [0, 0, 2]]
     assert len(report["kappa_ci"]) == 2
     # per system (records without an llm field are labelled by system): the rules are harsher on b
-    assert report["by_system"] == {"a": {"n": 2, "human": 1.0, "judge": 1.0}, "b": {"n": 2, "human": 0.25, "judge": 0.0}}
+    assert report["by_system"] == {
+        "a": {"n": 2, "human": 1.0, "judge": 1.0},
+        "b": {"n": 2, "human": 0.25, "judge": 0.0},
+    }

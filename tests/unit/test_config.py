@@ -16,7 +16,7 @@ from fixgraph.corpus.sources import build_corpus
 from fixgraph.embedders.encoders import build_embedder
 from fixgraph.evaluation.judge import build_judge
 from fixgraph.evaluation.keyfacts import build_keyfact_matcher
-from fixgraph.evaluation.splits import build_split
+from fixgraph.evaluation.splits import SPLITS, build_split
 from fixgraph.experiment.runners import build_experiment
 from fixgraph.experiment.sweep_spec import build_sweep
 from fixgraph.kg.extract import build_extractor
@@ -25,6 +25,8 @@ from fixgraph.llm.base import build_llm
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.rerank import build_reranker
+from fixgraph.schema import GROUPS, validate
+from fixgraph.serve.settings import build_settings
 from fixgraph.training.stages import build_trainer
 from tests.conftest import CONF, REPO, option_names
 
@@ -51,19 +53,55 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "experiment": build_experiment,
     "sweep": build_sweep,
     "trainer": build_trainer,
+    "serve": build_settings,
 }
 
 CASES = [(group, option) for group in BUILDERS for option in option_names(group)]
 
 
-def test_every_group_has_a_builder() -> None:
+def test_every_group_has_a_builder_and_a_schema() -> None:
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
     assert groups == set(BUILDERS)
+    assert groups == set(GROUPS)
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("+systems.hybrid.rrf_kk=5", r"systems.hybrid \(retriever 'hybrid', kind hybrid\): unknown key\(s\) rrf_kk"),
+        ("+systems.hybrid.channels.bm25.k11=1", r"systems.hybrid.channels.bm25 .*unknown key\(s\) k11"),
+        # appended onto an interpolated option, Hydra replaces it with a bare mapping: caught, not dropped
+        ("+retriever.channels.dense.embedder.normalise=true", r"retriever.channels.dense.embedder: .*needs a `kind`"),
+        ("+retriever.channels.bm25.k11=1", r"retriever.channels.bm25 .*unknown key\(s\) k11"),
+        ("+evaluation.mainn_k=3", r"evaluation: .*mainn_k.*valid keys of evaluation"),
+        ("+evaluation.bootstrap.seeds=3", r"evaluation: .*seeds"),
+        ("+retrieverr.x=1", r"unknown top-level key\(s\) retrieverr"),
+        (
+            "+corpus.snapshot=x",
+            r"corpus \(corpus 'gnome_help', kind mallard\): unknown key\(s\) snapshot; valid keys: .*snapshot_dir",
+        ),
+    ],
+)
+def test_unknown_keys_fail_naming_the_key_and_the_valid_ones(override: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        validate(compose([override]))
+
+
+def test_unknown_keys_fail_at_build_time_too() -> None:
+    from fixgraph.config import build
+
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) rrf_kk; valid keys: kind, name, channels"):
+        build_retriever({**systems_of(compose([]))["hybrid"], "rrf_kk": 5})
+    with pytest.raises(
+        ConfigError, match="split 'x' \\(kind file\\): missing key\\(s\\) exclude_locked, lock, questions"
+    ):
+        build(SPLITS, {"kind": "file", "name": "x"})
 
 
 @pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
 def test_option_composes_and_instantiates(group: str, option: str) -> None:
     cfg = compose([f"{group}={option}"])
+    validate(cfg)  # strict: every key of the composition has a schema
     built = BUILDERS[group](cfg[group])
     assert built.name == cfg[group].name
     assert cfg[group].name == option, "an option's name field must match its file name"

@@ -64,7 +64,7 @@ def test_links_to_absorbed_pages_are_redirected(corpus: list[Document]) -> None:
     linking = text_doc("hub", ["see", "it"], [Link(target_doc="a", link_type="inline", anchor_text="it")])
     result = deduplicate([*corpus, linking], DedupConfig())
     rows, stats, _ = build_link_graph(result.documents, {}, result.redirects)
-    assert (rows[0]["status"], rows[0]["resolved_doc"]) == ("resolved", "c-long")
+    assert (rows[0]["status"], rows[0]["resolved_doc"]) == ("redirected", "c-long")
     assert stats["doc_edges"] == 1
 
 
@@ -90,6 +90,13 @@ def linked_doc(doc_id: str, sentence: str, anchor: str, target: str, link_type: 
         ("Unless you use a proxy, read Network basics first.", "Network basics", "Unless you use a proxy"),
         ("See Reset the hub for a last resort.", "Reset the hub", ""),
         ("The notification shows the battery level.", "battery level", ""),
+        # an embedded question or a quoted title is not a condition
+        ("Learn what to do if your Mac doesn't start up.", "what to do", ""),
+        ("Learn what to do if your Mac doesn't start up.", "Learn what to do if your Mac doesn't start up", ""),
+        ("See What to do if the screen is blank.", "What to do if the screen is blank", ""),
+        ("Find out how to check whether the disk is full.", "how to check", ""),
+        # ... while a real condition later in the same sentence still counts
+        ("Learn what to do if it hangs; if the fan is loud, see Cooling.", "Cooling", "if the fan is loud"),
     ],
 )
 def test_conditional_links(sentence: str, anchor: str, condition: str) -> None:
@@ -101,15 +108,26 @@ def test_conditional_links(sentence: str, anchor: str, condition: str) -> None:
     )  # fmt: skip
 
 
+def anchored(doc: Document, section: str) -> Document:
+    return doc.model_copy(update={"links": [doc.links[0].model_copy(update={"target_section": section})]})
+
+
 def test_link_status_classification() -> None:
+    target = linked_doc("b", "See alias please.", "alias", "old-b").model_copy(update={"anchors": ["reset"]})
     docs = [
         linked_doc("a", "Go to b now.", "b", "b"),
-        linked_doc("b", "See alias please.", "alias", "old-b"),
+        target,
         linked_doc("c", "See gone page.", "gone", "gone"),
         linked_doc("d", "See the help.", "help", "help:gnome-help/printing"),
         linked_doc("e", "Back to the top.", "top", "e"),
+        linked_doc("f", "See the old page.", "old page", "old-b"),
+        anchored(linked_doc("g", "See the reset step.", "reset step", "b"), "reset"),
+        anchored(linked_doc("h", "See the lost step.", "lost step", "b"), "no-such-section"),
+        linked_doc("i", "See the removed page.", "removed page", "site/removed"),
+        linked_doc("j", "See the private page.", "private page", "site/private"),
     ]
-    rows, stats, problems = build_link_graph(docs, aliases={"old-b": "b"})
+    unavailable = {"site/removed": "broken", "site/private": "disallowed"}
+    rows, stats, problems = build_link_graph(docs, aliases={"old-b": "b"}, unavailable=unavailable)
     status = {r["source_doc"]: (r["status"], r["resolved_doc"]) for r in rows}
     assert status == {
         "a": ("resolved", "b"),
@@ -117,6 +135,56 @@ def test_link_status_classification() -> None:
         "c": ("missing", ""),
         "d": ("external", ""),
         "e": ("self", "e"),
+        "f": ("redirected", "b"),  # reached through the alias
+        "g": ("resolved", "b"),  # the anchor exists (an element id, not a section)
+        "h": ("missing_anchor", "b"),  # the page exists, its #section does not
+        "i": ("broken", ""),
+        "j": ("disallowed", ""),
     }
-    assert stats["by_status"] == {"external": 1, "missing": 1, "resolved": 1, "self": 2}
-    assert [(p.path, p.kind, p.action) for p in problems] == [("c.page", "missing_link", "warning")]
+    assert stats["by_status"] == {
+        "broken": 1, "disallowed": 1, "external": 1, "missing": 1, "missing_anchor": 1, "redirected": 1,
+        "resolved": 2, "self": 2,
+    }  # fmt: skip
+    assert stats["doc_edges"] == 4  # a, f, g, h -> b; nothing for self, missing, broken or disallowed
+    assert [(p.path, p.kind, p.reason) for p in problems] == [
+        ("c.page", "missing_link", "links to 1 missing pages: gone"),
+        ("i.page", "missing_link", "links to 1 missing pages: site/removed (broken)"),
+        ("j.page", "missing_link", "links to 1 missing pages: site/private (disallowed)"),
+        ("h.page", "missing_anchor", "links to 1 missing anchors: b#no-such-section"),
+    ]
+
+
+def dated(doc: Document, **metadata: str) -> Document:
+    return doc.model_copy(update={"metadata": metadata})
+
+
+def test_canonical_is_the_newest_version_not_the_longest(corpus: list[Document]) -> None:
+    a, b, longest, z = corpus
+    docs = [
+        dated(a, published="2021-03-01"),
+        dated(b, modified="2024-06-30"),
+        dated(longest, published="2023-01-01"),
+        z,
+    ]
+    result = deduplicate(docs, DedupConfig())
+    (group,) = result.groups
+    assert (group["canonical"], group["chosen_by"]) == ("b", "newest date")
+    assert group["dates"] == {"a": "2021-03-01", "b": "2024-06-30", "c-long": "2023-01-01"}
+    assert result.redirects == {"a": "b", "c-long": "b"}
+
+
+def test_canonical_url_breaks_a_date_tie_then_longest_text(corpus: list[Document]) -> None:
+    a, b, longest, z = corpus
+    declared = "https://help.example.com/a"
+    same_day = [
+        dated(a.model_copy(update={"url": declared}), published="2024-01-01", canonical_url=declared),
+        dated(
+            b.model_copy(update={"url": "https://help.example.com/b"}), published="2024-01-01", canonical_url=declared
+        ),
+        dated(longest, published="2023-01-01"),
+        z,
+    ]
+    assert deduplicate(same_day, DedupConfig()).groups[0]["chosen_by"] == "canonical url"
+    assert deduplicate(same_day, DedupConfig()).groups[0]["canonical"] == "a"
+    undated = deduplicate(corpus, DedupConfig()).groups[0]
+    assert (undated["canonical"], undated["chosen_by"]) == ("c-long", "longest text")

@@ -121,8 +121,9 @@ def _retriever(tmp_path: Path, option: str, **overrides: Any) -> Any:
         _write_graph(graph)
     cfg = compose([f"retriever={option}", "embedder=hashing", "embedder.dim=64", f"paths.artifacts={tmp_path}"])
     node = to_dict(cfg.retriever)
-    node.update(graph_dir=str(graph), synonym_threshold=2.0)  # no synonymy edges: compare the stored graph
-    node["linking"] = {**node.get("linking", {}), "min_similarity": 1.01, "query_phrases": False}  # names only
+    if "graph_dir" in node:  # entity-graph retrievers (PPR, typed paths)
+        node.update(graph_dir=str(graph), synonym_threshold=2.0)  # no synonymy edges: compare the stored graph
+        node["linking"] = {**node.get("linking", {}), "min_similarity": 1.01, "query_phrases": False}  # names only
     node.update(overrides)
     retriever = build_retriever(node)
     retriever.build(CHUNKS, tmp_path / option)
@@ -164,7 +165,7 @@ def test_hipporag1_scores_passages_by_the_ppr_mass_of_their_phrases(tmp_path: Pa
 def test_hipporag2_puts_passages_in_the_graph_with_dense_reset_weights(tmp_path: Path) -> None:
     retriever = _retriever(tmp_path, "ppr_hipporag2")
     hits = retriever.search(QUERY, 10)
-    dense = np.asarray(retriever.dense.scores(QUERY), dtype=float)
+    dense = np.asarray(retriever.first_stage.scores(QUERY), dtype=float)
     reset = {n: 0.0 for n, *_ in NODES} | {"Concept||bluetooth": 0.5, "Concept||earbud": 1.0}
     reset |= {f"chunk|{c.id}": 0.05 * s for c, s in zip(CHUNKS, min_max(dense), strict=True)}
     mass = nx.pagerank(_reference_graph(passages=True), alpha=0.5, personalization=reset, weight="weight", tol=1e-13)
@@ -225,7 +226,7 @@ def _docs(tmp_path: Path) -> Path:
 def test_link_prior_lifts_the_page_the_other_top_hits_link_to(tmp_path: Path) -> None:
     channel = {"kind": "test_scripted", "hits": [[C1, 3.0], [C2, 2.0], [C3, 1.0], [C4, 0.5]]}
     retriever = _retriever(
-        tmp_path, "link_prior", channel=channel, documents=str(_docs(tmp_path)), rerank_depth=3, weight=0.8
+        tmp_path, "link_prior", first_stage=channel, documents=str(_docs(tmp_path)), rerank_depth=3, weight=0.8
     )
     hits = retriever.search("q", 4)
     # top-3 min-max: C1 1, C2 0.5, C3 0; pages d1 1, d2 0.5, d3 0 (sum 1.5); d3 is linked from d1 and d2:
@@ -236,9 +237,9 @@ def test_link_prior_lifts_the_page_the_other_top_hits_link_to(tmp_path: Path) ->
 def test_article_links_reach_linked_pages_and_mix_scores(tmp_path: Path) -> None:
     docs = str(_docs(tmp_path))
     channel = {"kind": "test_scripted", "hits": [[C1, 3.0], [C4, 1.0]]}
-    only_first = _retriever(tmp_path, "article_links", channel=channel, documents=docs, mix=0.0)
+    only_first = _retriever(tmp_path, "article_links", first_stage=channel, documents=docs, mix=0.0)
     assert [h.chunk_id for h in only_first.search("q", 2)] == [C1, C4]
-    only_links = _retriever(tmp_path, "article_links", channel=channel, documents=docs, mix=1.0)
+    only_links = _retriever(tmp_path, "article_links", first_stage=channel, documents=docs, mix=1.0)
     ranked = [h.chunk_id for h in only_links.search("q", 4)]
     # pages seeded 1/rank (d1: 1, d4: 1/2); d3 is reached through d1's link, d2 through d3
     g = nx.Graph()
@@ -268,3 +269,17 @@ def test_entity_linking_by_alias_and_by_embedding(tmp_path: Path) -> None:
     assert seed.score == pytest.approx(2 / np.sqrt(6), abs=1e-6)  # cosine of {device, remove} vs {remove, the, device}
     with pytest.raises(ValueError, match="another embedder"):
         EntityLinker(index, HashingEmbedder(dim=32), None)
+
+
+def test_hipporag2_seeds_passages_from_any_first_stage(tmp_path: Path) -> None:
+    # a first stage without full score vectors seeds its top hits, scaled by ppr.min_max (whose floor is
+    # 0: 4 -> 1, 2 -> 0.5) into (0, 1]: x 0.999 + 0.001; chunks it did not return get 0
+    channel = {"kind": "test_scripted", "hits": [[C3, 4.0], [C1, 2.0]]}
+    retriever = _retriever(tmp_path, "ppr_hipporag2", first_stage=channel)
+    seeded = [0.5 * 0.999 + 0.001, 0.0, 1.0, 0.0]
+    assert retriever.passage_scores(QUERY) == pytest.approx(seeded)
+    hits = retriever.search(QUERY, 10)
+    reset = {n: 0.0 for n, *_ in NODES} | {"Concept||bluetooth": 0.5, "Concept||earbud": 1.0}
+    reset |= {f"chunk|{c.id}": 0.05 * s for c, s in zip(CHUNKS, seeded, strict=True)}
+    mass = nx.pagerank(_reference_graph(passages=True), alpha=0.5, personalization=reset, weight="weight", tol=1e-13)
+    assert {h.chunk_id: h.score for h in hits} == pytest.approx({c.id: mass[f"chunk|{c.id}"] for c in CHUNKS}, abs=1e-6)

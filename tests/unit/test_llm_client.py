@@ -165,3 +165,37 @@ def test_build_llm_wraps_the_configured_backend(tmp_path: Path) -> None:
     assert client.backend.requests == [{"prompt": "p", "temperature": 0.0}]  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="max_concurrency"):
         build_llm({"name": "fake", "kind": "fake", "max_concurrency": 0})
+
+
+def test_cache_keeps_first_token_logprobs_and_reads_older_files(tmp_path: Path) -> None:
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"  # a cache written before the top_logprobs column existed
+    db = sqlite3.connect(old)
+    db.execute(
+        "CREATE TABLE completions (key TEXT PRIMARY KEY, backend TEXT NOT NULL, model TEXT NOT NULL, params TEXT "
+        "NOT NULL, prompt TEXT NOT NULL, text TEXT NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER "
+        "NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL)"
+    )
+    db.execute("INSERT INTO completions VALUES ('a', 'fake', 'm', '{}', 'p', 'yes', 1, 1, 0.1, 0)")
+    db.commit()
+    db.close()
+    cache = LLMCache(old)
+    got = cache.get("a")
+    assert got is not None and got.text == "yes" and got.top_logprobs is None
+    cache.put("b", "fake", "m", {}, "p", Completion("Yes", 3, 1, 0.5, top_logprobs={"Yes": -0.1, "No": -2.4}))
+    again = cache.get("b")
+    assert again is not None and again.top_logprobs == {"Yes": -0.1, "No": -2.4}
+
+
+def test_first_token_logprobs_is_a_log_softmax_by_token_text() -> None:
+    import numpy as np
+    from scipy.special import log_softmax
+
+    from fixgraph.llm.backends.llamacpp import first_token_logprobs
+
+    logits = np.array([2.0, -1.0, 0.5, 3.0, 0.5])
+    texts = {0: b"Yes", 1: b"No", 2: b"yes", 3: b"The", 4: b"yes"}  # ids 2 and 4 decode to the same text
+    top = first_token_logprobs(logits, 4, lambda ids: texts[ids[0]])
+    reference = log_softmax(logits)
+    assert top == pytest.approx({"The": reference[3], "Yes": reference[0], "yes": reference[2]})

@@ -101,7 +101,19 @@ def test_malformed_page_error_names_the_file(mallard_dir: Path) -> None:
         parse_page(mallard_dir / "broken.page", mallard_dir, "t", {}, MallardOptions())
 
 
-def test_missing_corpus_names_the_fetch_command(tmp_path: Path) -> None:
-    corpus = MallardCorpus(name="gnome_help", snapshot_dir=str(tmp_path / "absent"))
-    with pytest.raises(MissingCorpusError, match="fixgraph fetch corpus=gnome_help"):
+def test_missing_corpus_names_the_folder_and_the_fetch_command(tmp_path: Path) -> None:
+    corpus = MallardCorpus(name="gnome_help", snapshot_dir=str(tmp_path / "absent"), package="gnome-user-docs")
+    with pytest.raises(
+        MissingCorpusError, match=rf"folder {tmp_path}/absent does not exist.*fixgraph fetch corpus=gnome_help"
+    ):
         corpus.parse()
+
+
+def test_missing_local_folder_names_the_setting_not_fetch(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    corpus = MallardCorpus(name="mallard_folder", snapshot_dir=str(tmp_path / "empty"))
+    with pytest.raises(MissingCorpusError) as err:
+        corpus.parse()
+    message = str(err.value)
+    assert f"folder {tmp_path}/empty has no Mallard pages (*.page)" in message
+    assert "fixgraph ingest corpus=mallard_folder corpus.snapshot_dir=" in message and "fetch" not in message

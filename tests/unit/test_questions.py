@@ -37,17 +37,40 @@ def test_shared_dev_file_loads() -> None:
 @pytest.mark.parametrize(
     ("bad", "expected"),
     [
-        ("{not json", r"q\.jsonl:2: not valid JSON"),
-        ({**GOOD, "qid": "b", "gold": [{"page": "p"}]}, r"q\.jsonl:2: field 'gold\.0\.quote'"),
-        ({**GOOD, "qid": "b", "question": ""}, r"q\.jsonl:2: field 'question'"),
+        ("{not json", r"q\.jsonl:2: not valid JSON: a field name must be in double quotes.*column 2"),
+        ('{"qid": "b" "question": "q?"}', r"q\.jsonl:2: not valid JSON: a comma is missing .*column 13"),
+        ('{"qid": "b", "question": "q?",}', r"q\.jsonl:2: not valid JSON: a field name must be in double quotes"),
+        ('{"qid": "b", "question": \'q?\'}', r"q\.jsonl:2: not valid JSON: a value is missing or not valid JSON"),
+        ('{"qid": "b", "question": "q?', r"q\.jsonl:2: not valid JSON: a text value is not closed"),
+        ('{"qid": "b"} {"qid": "c"}', r"q\.jsonl:2: not valid JSON: there is more after the end of the JSON object"),
+        ({**GOOD, "qid": "b", "gold": [{"page": "p"}]}, r"q\.jsonl:2: field 'gold\.0\.quote': is missing"),
+        ({**GOOD, "qid": "b", "question": ""}, r"q\.jsonl:2: field 'question': is empty"),
+        ({**GOOD, "qid": "b", "answerable": "maybe"}, r"q\.jsonl:2: field 'answerable': must be true or false"),
+        ({**GOOD, "qid": "b", "gold": "p"}, r"q\.jsonl:2: field 'gold': must be a list \[\.\.\.\], got text"),
         ({**GOOD, "qid": "b", "gold": []}, r"q\.jsonl:2: .*answerable question without gold"),
+        (
+            {**GOOD, "qid": "b", "gold": [{"page": "p", "url": "https://x/y", "quote": "t"}]},
+            r"'page'.*or 'url'.*not both",
+        ),
+        ({**GOOD, "qid": "b", "gold": [{"quote": "t"}]}, r"field 'gold\.0': needs 'page' \(a document id\) or 'url'"),
+        ({**GOOD, "qid": "b", "gold": [{"pgae": "p", "quote": "t"}]}, r"field 'gold\.0\.pgae': is not a known field"),
         ({**GOOD}, r"q\.jsonl:2: field 'qid': duplicate id 'a' \(first on line 1\)"),
-        ([1, 2], r"q\.jsonl:2: expected a JSON object"),
+        ([1, 2], r"q\.jsonl:2: each line must be one JSON object \{\.\.\.\}, this one is a list"),
     ],
 )
-def test_malformed_line_names_file_line_and_field(tmp_path: Path, bad: object, expected: str) -> None:
+def test_malformed_line_names_file_line_and_field_in_plain_words(tmp_path: Path, bad: object, expected: str) -> None:
     with pytest.raises(QuestionFileError, match=expected):
         load_questions(write(tmp_path, GOOD, bad))
+
+
+def test_questions_remember_where_they_were_read(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD, "", {**GOOD, "qid": "b"})
+    assert [q.source for q in load_questions(path)] == [f"{path}:1", f"{path}:3"]
+
+
+def test_gold_by_url(tmp_path: Path) -> None:
+    (question,) = load_questions(write(tmp_path, {**GOOD, "gold": [{"url": "https://s.example/a", "quote": "t"}]}))
+    assert question.gold[0].url == "https://s.example/a" and question.gold[0].page == ""
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_edited_test_question_is_detected(tmp_path: Path) -> None:
     with pytest.raises(SplitError, match=rf"test question '{victim}' was edited since the split was frozen"):
         freeze(pool_file, split_file, 0.3, "salt")
     frozen_dev = build_split({"name": "dev", "kind": "frozen", "part": "dev", "questions": str(pool_file),
-                              "file": str(split_file)})  # fmt: skip
+                              "file": str(split_file), "exclude_locked": False})  # fmt: skip
     with pytest.raises(SplitError, match=victim):
         frozen_dev.load()
 
@@ -132,11 +132,27 @@ def test_refreeze_needs_a_reason_and_keeps_history(tmp_path: Path) -> None:
     assert [h["reason"] for h in read_split_file(split_file).history] == ["initial freeze", "new questions arrived"]
 
 
+def test_hand_edited_history_is_detected(tmp_path: Path) -> None:
+    pool_file = write_pool(tmp_path / "pool.jsonl", make_pool())
+    split_file = tmp_path / "split.json"
+    freeze(pool_file, split_file, 0.3, "salt")
+    freeze(pool_file, split_file, 0.3, "other", refreeze_reason="re-drawn after looking at test")
+    data = json.loads(split_file.read_text())
+    data["history"] = data["history"][:1]  # hide the refreeze
+    split_file.write_text(json.dumps(data))
+    with pytest.raises(SplitError, match="history was edited by hand"):
+        freeze(pool_file, split_file, 0.3, "other")
+    del data["history_digest"]  # or drop the seal altogether
+    split_file.write_text(json.dumps(data))
+    with pytest.raises(SplitError, match="no history_digest"):
+        freeze(pool_file, split_file, 0.3, "other")
+
+
 def test_test_part_is_locked_outside_the_protocol(tmp_path: Path) -> None:
     pool_file = write_pool(tmp_path / "pool.jsonl", make_pool())
     split_file = tmp_path / "split.json"
     split, _ = freeze(pool_file, split_file, 0.3, "salt")
-    node = {"kind": "frozen", "questions": str(pool_file), "file": str(split_file)}
+    node = {"kind": "frozen", "questions": str(pool_file), "file": str(split_file), "exclude_locked": False}
     test = build_split({**node, "name": "test", "part": "test"})
     with pytest.raises(LockedSplitError, match="fixgraph test"):
         test.load()

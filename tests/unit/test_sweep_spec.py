@@ -1,50 +1,100 @@
-"""Search-space parsing: what each sampler is given, and bad spaces named clearly."""
+"""Search spaces: Hydra sweep syntax parsed into Optuna parameters, conditions, samplers, bad spaces named."""
 
 from __future__ import annotations
 
 import optuna
 import pytest
+from omegaconf import OmegaConf
 
 from fixgraph.evaluation.protocol_errors import SweepError
-from fixgraph.experiment.sweep_spec import build_sweep, parse_param
+from fixgraph.experiment.sweep_spec import build_sweep, parse_param, split_sweep_overrides
 
 BASE = {"name": "s", "kind": "optuna", "system": "hybrid", "n_trials": 5}
 
 
+@pytest.mark.parametrize(
+    ("expression", "kind", "expected"),
+    [
+        (
+            "choice(dense, dense_mpnet, hybrid_weighted)",
+            "categorical",
+            {"choices": ("dense", "dense_mpnet", "hybrid_weighted")},
+        ),
+        ("int(interval(1, 200))", "int", {"low": 1, "high": 200, "log": False}),
+        ("tag(log, int(interval(1, 200)))", "int", {"low": 1, "high": 200, "log": True}),
+        ("interval(0.05, 1.0)", "float", {"low": 0.05, "high": 1.0}),
+        ("range(10, 101, 10)", "int", {"low": 10, "high": 100, "step": 10}),
+        ("range(0.3, 2.01, 0.1)", "float", {"low": 0.3, "high": 2.0, "step": 0.1}),
+    ],
+)
+def test_hydra_sweep_expressions(expression: str, kind: str, expected: dict[str, object]) -> None:
+    param = parse_param("k", expression)
+    assert param.kind == kind
+    for field, value in expected.items():
+        assert (
+            getattr(param, field) == pytest.approx(value)
+            if isinstance(value, float)
+            else getattr(param, field) == value
+        )
+
+
 def test_grid_values_come_from_grid_choices_or_int_range() -> None:
-    assert parse_param("a", {"type": "int", "low": 10, "high": 40, "step": 10}).grid_values() == [10, 20, 30, 40]
-    assert parse_param("b", {"type": "categorical", "choices": ["x", "y"]}).grid_values() == ["x", "y"]
-    assert parse_param("c", {"type": "float", "low": 0, "high": 1, "grid": [0.2, 0.4]}).grid_values() == [0.2, 0.4]
+    assert parse_param("a", "range(10, 41, 10)").grid_values() == [10, 20, 30, 40]
+    assert parse_param("b", "choice(x, y)").grid_values() == ["x", "y"]
+    assert parse_param("c", {"values": "interval(0, 1)", "grid": [0.2, 0.4]}).grid_values() == [0.2, 0.4]
     with pytest.raises(SweepError, match="'d': the grid sampler needs `grid"):
-        parse_param("d", {"type": "float", "low": 0, "high": 1}).grid_values()
+        parse_param("d", "interval(0, 1)").grid_values()
 
 
 @pytest.mark.parametrize(
-    ("node", "message"),
+    ("key", "node", "message"),
     [
-        ({"type": "string"}, "type must be int, float or categorical"),
-        ({"type": "int", "low": 5, "high": 1}, "needs low <= high"),
-        ({"type": "int", "low": 1, "high": 9, "log": True, "step": 2}, "cannot be combined"),
-        ({"type": "categorical"}, "needs `choices`"),
+        ("p", "interval(5, 1)", "needs low <= high"),
+        ("p", "5", "is not a sweep"),
+        ("p", "choice(", "cannot parse"),
+        ("p", {"values": "choice(a)", "where": {}}, "takes values, when and grid"),
+        ("split", "choice(dev, test)", "split is fixed"),
+        ("evaluation.depth", "range(10, 50, 10)", "evaluation is fixed"),
     ],
 )
-def test_bad_parameters_are_named(node: dict[str, object], message: str) -> None:
+def test_bad_parameters_are_named(key: str, node: object, message: str) -> None:
     with pytest.raises(SweepError, match=message):
-        parse_param("p", node)
+        parse_param(key, node)
+
+
+def test_conditions_follow_the_composed_config() -> None:
+    rrf_k = parse_param("retriever.rrf_k", {"values": "int(interval(1, 9))", "when": {"retriever.fusion": "rrf"}})
+    assert rrf_k.active(OmegaConf.create({"retriever": {"fusion": "rrf"}}))
+    assert not rrf_k.active(OmegaConf.create({"retriever": {"fusion": "weighted"}}))
+    assert not rrf_k.active(OmegaConf.create({"retriever": {"kind": "dense"}}))  # no fusion at all
+    either = parse_param("x", {"values": "choice(1, 2)", "when": {"reranker.kind": ["bi_encoder", "blend"]}})
+    assert either.active(OmegaConf.create({"reranker": {"kind": "blend"}}))
+
+
+def test_command_line_splits_plain_overrides_from_the_space() -> None:
+    plain, params = split_sweep_overrides(
+        ["corpus=evolution_help", "retriever=choice(dense,hybrid_weighted)", "systems.x.rrf_k=int(interval(1,200))"]
+    )
+    assert plain == ["corpus=evolution_help"]
+    assert [(p.key, p.kind) for p in params] == [("retriever", "categorical"), ("systems.x.rrf_k", "int")]
+    assert params[0].expression == "choice(dense,hybrid_weighted)"  # handed to spawned workers as written
 
 
 def test_samplers_and_suggestions() -> None:
-    spec = build_sweep({**BASE, "space": {"rrf_k": {"type": "int", "low": 1, "high": 3}}, "sampler": "grid"})
+    spec = build_sweep({**BASE, "space": {"rrf_k": "range(1, 4)"}, "sampler": "grid"})
     assert isinstance(spec.make_sampler(), optuna.samplers.GridSampler) and spec.grid_size() == 3
     assert isinstance(spec.make_sampler("tpe"), optuna.samplers.TPESampler)
     study = optuna.create_study(sampler=spec.make_sampler())
     seen = []
     study.optimize(lambda t: seen.append(spec.params[0].suggest(t)) or 0.0, n_trials=3)
     assert sorted(seen) == [1, 2, 3]  # the grid, each point once
+    assert isinstance(spec.make_pruner(), optuna.pruners.NopPruner)
+    median = build_sweep({**BASE, "space": {"x": "range(1, 3)"}, "pruner": "median"})
+    assert isinstance(median.make_pruner(), optuna.pruners.MedianPruner)
     with pytest.raises(SweepError, match="unknown sampler"):
-        build_sweep({**BASE, "space": {"x": {"type": "int", "low": 1, "high": 2}}, "sampler": "cmaes"})
-    with pytest.raises(SweepError, match="empty search space"):
-        build_sweep({**BASE, "space": {}})
+        build_sweep({**BASE, "space": {"x": "range(1, 3)"}, "sampler": "cmaes"})
+    with pytest.raises(SweepError, match="unknown pruner"):
+        build_sweep({**BASE, "space": {"x": "range(1, 3)"}, "pruner": "hyperband"})
 
 
 def test_duplicate_and_budget_rules_by_hand() -> None:
@@ -66,3 +116,13 @@ def test_duplicate_and_budget_rules_by_hand() -> None:
     # budget: complete 0 + running lower 3 = 2 taken before trial 4 (trial 5 does not count)
     assert not _over_budget([*claims, me], me, 3)
     assert _over_budget([*claims, me], me, 2)
+
+
+def test_trial_records_in_mlflow_hide_secrets() -> None:
+    from fixgraph.experiment.sweep_mlflow import redact_overrides
+
+    assert redact_overrides(["llm.api_key=sk-live", "retriever=dense", "+llm.token=x"]) == [
+        "llm.api_key=<redacted>",
+        "retriever=dense",
+        "+llm.token=<redacted>",
+    ]

@@ -22,7 +22,7 @@ from fixgraph.corpus.builder import BlockIndex, DocBuilder, Inline
 from fixgraph.corpus.files import Problem, read_text
 from fixgraph.corpus.html import HtmlError, HtmlOptions, parse_html, render_article, tag_of
 from fixgraph.corpus.models import Document, Link
-from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult
+from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult, missing_folder_message
 from fixgraph.corpus.textformats import render_plain
 from fixgraph.io import stable_hash
 
@@ -43,7 +43,6 @@ class ExportFolder:
         license: str = "",
         max_bytes: int = 200_000_000,
         base_url: str = "",
-        **_: Any,
     ):
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)
@@ -61,7 +60,9 @@ class ExportFolder:
 
     def check(self) -> None:
         if not self.files():
-            raise MissingCorpusError(f"corpus {self.name!r}: no {self.kind} *.json files in {self.snapshot_dir}")
+            raise MissingCorpusError(
+                missing_folder_message(self.name, self.snapshot_dir, f"{self.kind} export files (*.json)", False)
+            )
 
     def fetch(self) -> dict[str, str]:
         self.check()

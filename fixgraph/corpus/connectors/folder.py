@@ -18,7 +18,7 @@ from fixgraph.corpus.builder import DocBuilder
 from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem, read_text
 from fixgraph.corpus.html import HtmlError, HtmlOptions, parse_html, render_article
 from fixgraph.corpus.models import Document, Link
-from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult
+from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult, missing_folder_message
 from fixgraph.corpus.textformats import BODY_OPTIONS, render_markup, render_plain, split_front_matter
 from fixgraph.io import sha256_file
 
@@ -79,7 +79,6 @@ class FolderCorpus:
         license: str = "",
         version: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)
@@ -92,9 +91,7 @@ class FolderCorpus:
 
     def check(self) -> None:
         if not self.snapshot_dir.is_dir():
-            raise MissingCorpusError(
-                f"corpus {self.name!r}: folder {self.snapshot_dir} does not exist (set corpus.snapshot_dir)"
-            )
+            raise MissingCorpusError(missing_folder_message(self.name, self.snapshot_dir, "documents", False))
 
     def fetch(self) -> dict[str, str]:
         self.check()

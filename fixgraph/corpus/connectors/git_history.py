@@ -75,7 +75,6 @@ class GitHistoryCorpus:
         max_commits: int = 5000,
         url_template: str = "",
         license: str = "",
-        **_: Any,
     ) -> None:
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)

@@ -16,7 +16,7 @@ from typing import Any
 from fixgraph.corpus.builder import DocBuilder
 from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem, size_problem
 from fixgraph.corpus.html import HtmlError
-from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult
+from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult, missing_folder_message
 from fixgraph.corpus.textformats import FORMATS, render_markup
 from fixgraph.io import sha256_text
 
@@ -56,7 +56,6 @@ class HFDatasetCorpus:
         version: str = "",
         max_bytes: int = 500_000_000,
         max_text_chars: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         if text_format not in FORMATS:
             raise ValueError(f"corpus {name}: text_format must be one of {', '.join(FORMATS)}, not {text_format!r}")
@@ -80,7 +79,7 @@ class HFDatasetCorpus:
     def check(self) -> None:
         if not self.files():
             raise MissingCorpusError(
-                f"corpus {self.name!r}: no data files matching {self.data_files} in {self.snapshot_dir}"
+                missing_folder_message(self.name, self.snapshot_dir, f"data files matching {self.data_files}", False)
             )
 
     def fetch(self) -> dict[str, str]:

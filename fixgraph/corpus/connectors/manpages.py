@@ -88,7 +88,6 @@ class ManPageCorpus:
         tools_dir: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
         workers: int = 0,
-        **_: Any,
     ) -> None:
         self.name = name
         self.snapshot_dir = Path(snapshot_dir)

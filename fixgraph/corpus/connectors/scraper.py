@@ -3,9 +3,14 @@
 `fetch` discovers pages from sitemaps (configured ones and those robots.txt lists) and start URLs
 (optionally following in-article links), fetches them through `crawl.Fetcher` and writes the
 snapshot: `pages/<doc id>.html` plus `index.jsonl`, one line per URL tried with its outcome. The
-snapshot holds no timestamps, so the same site content gives the same corpus hash. `parse` reads
-only the snapshot: the article element and title come from configurable CSS selectors; URLs that
-failed (robots.txt, 404/500, off-domain redirects, no article body) are reported one by one.
+snapshot holds no timestamps, so the same site content gives the same corpus hash. Every URL is
+normalised first (urls.py: tracking parameters such as `utm_*` and `cid` removed, fragment dropped),
+so one page reached through several links is fetched once. `parse` reads only the snapshot: the
+article element and title come from configurable CSS selectors, article metadata (breadcrumb, applies
+to, published / modified date, canonical URL) from `metadata` selectors (page_metadata.py); URLs that
+failed (robots.txt, 404/500, off-domain redirects, no article body) are reported one by one, and links
+to them are classified `broken` (404/410) or `disallowed` (robots.txt) in the link graph. Document ids
+of scraped pages: urls.py.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urldefrag, urljoin
 
 from lxml import etree
 
@@ -28,19 +33,14 @@ from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem
 from fixgraph.corpus.html import HtmlError, HtmlOptions, parse_html, render_article, select_first
 from fixgraph.corpus.models import Document, Link
+from fixgraph.corpus.page_metadata import DEFAULT_METADATA_SELECTORS, anchors_of, page_metadata
 from fixgraph.corpus.sources import CORPORA, MissingCorpusError, ParseResult
-from fixgraph.io import atomic_dir, read_json, sha256_bytes, sha256_text, write_json, write_jsonl
+from fixgraph.corpus.urls import DEFAULT_TRACKING_PARAMS, doc_id_for_url, normalise_url
+from fixgraph.io import atomic_dir, read_json, sha256_bytes, write_json, write_jsonl
 
 SITEMAP_NS = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
-UNSAFE = re.compile(r"[^\w./-]+")
-
-
-def doc_id_for_url(url: str) -> str:
-    """`https://support.example.com/en-us/HT201?x=1#s` -> `support.example.com/en-us/HT201_q1a2b3c4`."""
-    parts = urlsplit(url)
-    path = UNSAFE.sub("_", parts.path.strip("/")) or "index"
-    query = f"_q{sha256_text(parts.query)[:8]}" if parts.query else ""
-    return f"{parts.hostname or ''}/{path}{query}".replace("..", "_")
+# crawl outcomes that say a linked page is not there: outcome -> HTTP status (0: any) -> link status
+UNAVAILABLE = {"http_error": {404: "broken", 410: "broken"}, "robots_disallowed": {0: "disallowed"}}
 
 
 def parse_sitemap(body: bytes, where: str) -> tuple[list[str], list[str]]:
@@ -82,9 +82,10 @@ class SupportSiteCorpus:
         cache_ttl_s: float = 7 * 24 * 3600.0,
         refresh: bool = False,
         selectors: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Sequence[str]] | None = None,
+        tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS,
         license: str = "",
         max_bytes: int = DEFAULT_MAX_BYTES,
-        **_: Any,
     ) -> None:
         if min_interval_s < 0 or max_pages <= 0:
             raise ValueError(f"corpus {name}: min_interval_s must be >= 0 and max_pages > 0")
@@ -111,10 +112,15 @@ class SupportSiteCorpus:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.refresh = refresh
         self.html: HtmlOptions = html_options(selectors)
+        self.metadata_selectors = dict(metadata) if metadata is not None else DEFAULT_METADATA_SELECTORS
+        self.tracking_params = tuple(tracking_params)
         self.license = license
         self.max_bytes = max_bytes
 
     # --- crawl ----------------------------------------------------------------------------------
+    def normalise(self, url: str) -> str:
+        return normalise_url(url, self.tracking_params)
+
     def wanted(self, url: str) -> bool:
         if not self.policy.allows(url):
             return False
@@ -146,8 +152,8 @@ class SupportSiteCorpus:
                 log.append({**self._entry(fetched, kind="sitemap"), "outcome": "malformed_sitemap", "detail": str(exc)})
                 continue
             queue.extend(nested)
-            pages += [u for u in urls if u not in pages]
-        return [*[u for u in self.start_urls if u not in pages], *pages]
+            pages += [u for u in map(self.normalise, urls) if u not in pages]
+        return [*[u for u in map(self.normalise, self.start_urls) if u not in pages], *pages]
 
     def fetch(self) -> dict[str, Any]:
         if self.is_fetched() and not self.refresh:
@@ -156,7 +162,7 @@ class SupportSiteCorpus:
             raise MissingCorpusError(f"corpus {self.name!r}: set corpus.allowed_domains before crawling")
         fetcher = Fetcher(self.policy, self.cache_dir)
         log: list[dict[str, Any]] = []
-        frontier = deque(urldefrag(u)[0] for u in self.discover(fetcher, log))
+        frontier = deque(self.discover(fetcher, log))  # normalised: tracking parameters and fragments gone
         seen: set[str] = set()
         pages: dict[str, bytes] = {}  # doc id -> html
         while frontier and len(pages) < self.max_pages:
@@ -168,6 +174,7 @@ class SupportSiteCorpus:
                 log.append({"url": url, "final_url": url, "status": 0, "outcome": "excluded", "kind": "page"})
                 continue
             fetched = fetcher.get(url)
+            fetched.final_url = self.normalise(fetched.final_url)
             entry = self._entry(fetched, kind="page")
             if fetched.outcome == "ok":
                 doc_id = doc_id_for_url(fetched.final_url)
@@ -225,7 +232,7 @@ class SupportSiteCorpus:
             return []
         article = select_first(root, self.html.article)
         hrefs = [] if article is None else [a.get("href", "") for a in article.iter("a")]
-        return [urldefrag(urljoin(fetched.final_url, h))[0] for h in hrefs if h]
+        return [self.normalise(urljoin(fetched.final_url, h)) for h in hrefs if h]
 
     # --- parse ----------------------------------------------------------------------------------
     def is_fetched(self) -> bool:
@@ -246,6 +253,8 @@ class SupportSiteCorpus:
             entries = [json.loads(line) for line in fh if line.strip()]
         for entry in entries:
             where = entry["url"]
+            if entry.get("kind") == "page" and (why := UNAVAILABLE.get(entry["outcome"], {}).get(entry["status"])):
+                result.unavailable[doc_id_for_url(self.normalise(where))] = why
             if entry["outcome"] != "ok":
                 kind = entry["outcome"] if entry["outcome"] != "http_error" else f"http_{entry['status']}"
                 action = "ignored" if kind == "excluded" else "skipped"
@@ -254,8 +263,9 @@ class SupportSiteCorpus:
             if entry.get("kind") != "page":
                 continue
             for alias in [entry["url"], *entry.get("redirects", [])]:
-                if doc_id_for_url(alias) != entry["doc_id"]:
-                    result.aliases[doc_id_for_url(alias)] = entry["doc_id"]
+                alias_id = doc_id_for_url(self.normalise(alias))
+                if alias_id != entry["doc_id"]:
+                    result.aliases[alias_id] = entry["doc_id"]
             if "file" not in entry:
                 continue  # a second URL for a page already kept: recorded as an alias above
             content_type = entry.get("content_type") or "text/html"  # no header: assume HTML, as browsers do
@@ -281,7 +291,10 @@ class SupportSiteCorpus:
             return None
         builder = DocBuilder()
         try:
-            title = render_article(parse_html(data, url), builder, self.html, self.resolver(url), url)
+            root = parse_html(data, url)
+            metadata = page_metadata(root, url, self.metadata_selectors, self.tracking_params)
+            anchors = anchors_of(root)
+            title = render_article(root, builder, self.html, self.resolver(url), url)
         except HtmlError as exc:
             problems.append(Problem(rel, str(exc), "no_article" if "no article body" in str(exc) else "malformed"))
             return None
@@ -297,6 +310,8 @@ class SupportSiteCorpus:
             page_type="html",
             license=self.license,
             content_hash=sha256_bytes(data),
+            metadata=metadata,
+            anchors=anchors,
         )
 
     def resolver(self, page_url: str) -> Any:
@@ -304,6 +319,7 @@ class SupportSiteCorpus:
             absolute, fragment = urldefrag(urljoin(page_url, href))
             if not self.policy.allows(absolute):
                 return Link(target_doc="", link_type="external", href=absolute)
-            return Link(target_doc=doc_id_for_url(absolute), target_section=fragment, link_type="inline")
+            target = doc_id_for_url(self.normalise(absolute))
+            return Link(target_doc=target, target_section=fragment, link_type="inline")
 
         return resolve

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from fixgraph.llm.base import LLMError, LLMUnavailableError
@@ -28,3 +29,32 @@ def request_json(
         return response.json()
     except ValueError as exc:
         raise LLMError(f"llm backend {backend}: {url} did not answer JSON: {response.text[:200]!r}") from exc
+
+
+def stream_lines(
+    url: str, backend: str, timeout_s: float, payload: dict[str, Any], headers: dict[str, str] | None = None
+) -> Iterator[str]:
+    """POST `payload` and yield the non-empty lines of a streamed reply (SSE or NDJSON) as they arrive.
+
+    `timeout_s` bounds the wait for each piece, not the whole reply, so a server that stalls mid-answer
+    raises LLMError instead of hanging the caller. Closing the generator closes the connection, which
+    stops generation on servers that watch for it (llama.cpp, vLLM, ollama)."""
+    import httpx
+
+    try:
+        with httpx.stream("POST", url, json=payload, timeout=timeout_s, headers=headers) as response:
+            if response.status_code >= 400:
+                body = response.read().decode("utf-8", "replace")
+                raise LLMError(f"llm backend {backend}: {url} answered HTTP {response.status_code}: {body[:300]}")
+            for line in response.iter_lines():
+                if line.strip():
+                    yield line
+    except httpx.ConnectError as exc:
+        raise LLMUnavailableError(
+            f"llm backend {backend}: cannot reach the server at {url} ({exc}); is it running? "
+            "Set llm.base_url (or llm.host) to where it listens."
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise LLMError(f"llm backend {backend}: {url} sent nothing for {timeout_s:g}s (llm.timeout_s)") from exc
+    except httpx.HTTPError as exc:  # the server dropped the connection mid-reply
+        raise LLMError(f"llm backend {backend}: the stream from {url} broke off ({type(exc).__name__})") from exc

@@ -1,14 +1,22 @@
-"""llama.cpp in-process through llama-cpp-python: GGUF models, chat templates, and JSON-schema
-constrained decoding (the schema is compiled to a grammar, so the answer always parses)."""
+"""llama.cpp in-process through llama-cpp-python: GGUF models, chat templates, JSON-schema
+constrained decoding (the schema is compiled to a grammar, so the answer always parses), and the
+log-probabilities of the first generated token (`logprobs=True, top_logprobs=k`).
+
+llama-cpp-python returns log-probabilities only for models loaded with `logits_all=True`, which keeps
+n_ctx x vocabulary floats (2.5 GB for Qwen2.5's 152k tokens at n_ctx 4096); a logits processor sees the
+same next-token logits at no cost, so the first step's are read there and log-softmaxed here."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages, drop_none
+import numpy as np
+
+from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_messages, drop_none
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
 
@@ -25,7 +33,6 @@ class LlamaCppLLM:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         seed: int = 0,
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a .gguf path or a name from `fixgraph llm list`)")
@@ -56,23 +63,25 @@ class LlamaCppLLM:
         return self._llama
 
     def complete(self, prompt: str, **params: Any) -> Completion:
-        schema = params.get("schema")
-        request = drop_none(
-            {
-                "messages": chat_messages(prompt, params.get("system")),
-                "temperature": params.get("temperature"),
-                "max_tokens": params.get("max_tokens"),
-                "seed": params.get("seed"),
-                "top_p": params.get("top_p"),
-                "stop": params.get("stop"),
-                "response_format": {"type": "json_object", "schema": schema} if schema is not None else None,
-            }
-        )
+        first_logits: list[np.ndarray] = []
+
+        def capture(input_ids: Any, scores: Any) -> Any:
+            if not first_logits:
+                first_logits.append(np.array(scores, dtype=np.float64))
+            return scores
+
+        request = chat_request(prompt, params)
+        top_k = int(params.get("top_logprobs") or 0) if params.get("logprobs") else 0
         with self._lock:
             llama = self._load()
+            if top_k:
+                from llama_cpp import LogitsProcessorList
+
+                request["logits_processor"] = LogitsProcessorList([capture])
             started = time.perf_counter()
             reply = llama.create_chat_completion(**request)
             seconds = time.perf_counter() - started
+            top = first_token_logprobs(first_logits[0], top_k, llama.detokenize) if first_logits else None
         usage = reply.get("usage") or {}
         return Completion(
             text=str(reply["choices"][0]["message"].get("content") or ""),
@@ -80,4 +89,56 @@ class LlamaCppLLM:
             output_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
             model=self.model,
+            top_logprobs=top,
         )
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[StreamItem]:
+        """Token by token from llama.cpp's own stream. The context is held until the stream ends or is
+        closed: closing it stops decoding at the next token (llama-cpp-python decodes lazily)."""
+        with self._lock:
+            llama = self._load()
+            started = time.perf_counter()
+            chunks = llama.create_chat_completion(**chat_request(prompt, params), stream=True)
+            parts: list[str] = []
+            deltas = 0
+            try:
+                for chunk in chunks:
+                    deltas += 1  # one chunk per decoded token (the last carries only finish_reason)
+                    delta = str((chunk["choices"][0].get("delta") or {}).get("content") or "")
+                    if delta:
+                        parts.append(delta)
+                        yield delta
+            finally:
+                chunks.close()
+            output_tokens = max(deltas - 1, 0)
+            # the context holds prompt + generated tokens once decoding ends
+            input_tokens = max(int(getattr(llama, "n_tokens", 0)) - output_tokens, 0)
+        yield Completion("".join(parts), input_tokens, output_tokens, time.perf_counter() - started, model=self.model)
+
+
+def chat_request(prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+    """create_chat_completion's arguments for a prompt and the client's request parameters."""
+    schema = params.get("schema")
+    return drop_none(
+        {
+            "messages": chat_messages(prompt, params.get("system")),
+            "temperature": params.get("temperature"),
+            "max_tokens": params.get("max_tokens"),
+            "seed": params.get("seed"),
+            "top_p": params.get("top_p"),
+            "stop": params.get("stop"),
+            "response_format": {"type": "json_object", "schema": schema} if schema is not None else None,
+        }
+    )
+
+
+def first_token_logprobs(logits: np.ndarray, k: int, detokenize: Any) -> dict[str, float]:
+    """The `k` most likely tokens' log-probabilities (log-softmax of the logits), by token text; tokens
+    that decode to the same text (e.g. two byte-level spellings) keep the larger one."""
+    shifted = logits - logits.max()
+    logprobs = shifted - np.log(np.exp(shifted).sum())
+    top: dict[str, float] = {}
+    for token in np.argsort(-logprobs, kind="stable")[:k]:
+        text = detokenize([int(token)]).decode("utf-8", errors="replace")
+        top[text] = max(top.get(text, -np.inf), float(logprobs[token]))
+    return top

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from fixgraph.llm.backends.http import request_json
-from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages, drop_none
+from fixgraph.llm.backends.http import request_json, stream_lines
+from fixgraph.llm.base import LLMS, Completion, LLMError, LLMUnavailableError, StreamItem, chat_messages, drop_none
 
 
 @LLMS.register("ollama")
@@ -20,7 +22,6 @@ class OllamaLLM:
         model: str = "",
         host: str = "http://127.0.0.1:11434",
         timeout_s: float = 120,
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (an ollama model tag, e.g. qwen2.5-coder:1.5b)")
@@ -37,7 +38,7 @@ class OllamaLLM:
             f"run `ollama pull {self.model}`"
         )
 
-    def complete(self, prompt: str, **params: Any) -> Completion:
+    def _payload(self, prompt: str, params: dict[str, Any], stream: bool) -> dict[str, Any]:
         options = drop_none(
             {
                 "temperature": params.get("temperature"),
@@ -48,17 +49,21 @@ class OllamaLLM:
                 "stop": params.get("stop"),
             }
         )
-        payload = drop_none(
+        return drop_none(
             {
                 "model": self.model,
                 "messages": chat_messages(prompt, params.get("system")),
-                "stream": False,
+                "stream": stream,
                 "format": params.get("schema"),
                 "options": options,
             }
         )
+
+    def complete(self, prompt: str, **params: Any) -> Completion:
         started = time.perf_counter()
-        reply = request_json("POST", f"{self.host}/api/chat", self.kind, self.timeout_s, payload)
+        reply = request_json(
+            "POST", f"{self.host}/api/chat", self.kind, self.timeout_s, self._payload(prompt, params, False)
+        )
         seconds = time.perf_counter() - started
         return Completion(
             text=str(reply.get("message", {}).get("content", "")),
@@ -67,3 +72,32 @@ class OllamaLLM:
             seconds=seconds,
             model=self.model,
         )
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[StreamItem]:
+        """/api/chat with `stream: true`: one JSON object per line, the last (`done: true`) with the counts."""
+        started = time.perf_counter()
+        url = f"{self.host}/api/chat"
+        parts: list[str] = []
+        for line in stream_lines(url, self.kind, self.timeout_s, self._payload(prompt, params, True)):
+            try:
+                chunk = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LLMError(
+                    f"llm backend {self.kind}: {url} streamed a line that is not JSON: {line[:120]!r}"
+                ) from exc
+            if chunk.get("error"):
+                raise LLMError(f"llm backend {self.kind}: {url} reported: {str(chunk['error'])[:300]}")
+            delta = str((chunk.get("message") or {}).get("content") or "")
+            if delta:
+                parts.append(delta)
+                yield delta
+            if chunk.get("done"):
+                yield Completion(
+                    text="".join(parts),
+                    input_tokens=int(chunk.get("prompt_eval_count", 0)),
+                    output_tokens=int(chunk.get("eval_count", 0)),
+                    seconds=time.perf_counter() - started,
+                    model=self.model,
+                )
+                return
+        raise LLMError(f"llm backend {self.kind}: the stream from {url} ended before `done`")

@@ -8,12 +8,14 @@ Servers differ in how they accept a JSON schema, so `schema_mode` says which dia
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from fixgraph.io import stable_hash
-from fixgraph.llm.backends.http import request_json
-from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages, drop_none
+from fixgraph.llm.backends.http import request_json, stream_lines
+from fixgraph.llm.base import LLMS, Completion, LLMError, LLMUnavailableError, StreamItem, chat_messages, drop_none
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 
@@ -39,7 +41,6 @@ class OpenAICompatibleLLM:
         timeout_s: float = 120,
         schema_mode: str = "json_schema",
         model_digest: str = "",
-        **_: Any,
     ) -> None:
         if schema_mode not in SCHEMA_MODES:
             raise ValueError(f"llm {name}: unknown schema_mode {schema_mode!r}; valid: {', '.join(SCHEMA_MODES)}")
@@ -63,8 +64,8 @@ class OpenAICompatibleLLM:
         digest = self.model_digest or stable_hash(entries[model])[:16]
         return f"openai:{model}@{digest}"
 
-    def complete(self, prompt: str, **params: Any) -> Completion:
-        payload = drop_none(
+    def _payload(self, prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+        return drop_none(
             {
                 "model": self.model or None,
                 "messages": chat_messages(prompt, params.get("system")),
@@ -76,9 +77,16 @@ class OpenAICompatibleLLM:
                 "response_format": response_format(params.get("schema"), self.schema_mode),
             }
         )
+
+    def complete(self, prompt: str, **params: Any) -> Completion:
         started = time.perf_counter()
         reply = request_json(
-            "POST", f"{self.base_url}/chat/completions", self.kind, self.timeout_s, payload, headers=self.headers
+            "POST",
+            f"{self.base_url}/chat/completions",
+            self.kind,
+            self.timeout_s,
+            self._payload(prompt, params),
+            headers=self.headers,
         )
         seconds = time.perf_counter() - started
         usage = reply.get("usage") or {}
@@ -90,3 +98,45 @@ class OpenAICompatibleLLM:
             seconds=seconds,
             model=str(reply.get("model", self.model)),
         )
+
+    def stream(self, prompt: str, **params: Any) -> Iterator[StreamItem]:
+        """`stream: true` chat completions: SSE `data:` lines of deltas until `data: [DONE]`; the usage
+        comes in a last chunk when the server honours `stream_options.include_usage`, otherwise the
+        output is counted as one token per delta (what llama.cpp and vLLM send) and the prompt as 0."""
+        started = time.perf_counter()
+        url = f"{self.base_url}/chat/completions"
+        payload = {**self._payload(prompt, params), "stream": True, "stream_options": {"include_usage": True}}
+        parts: list[str] = []
+        usage: dict[str, Any] = {}
+        model = self.model
+        deltas = 0
+        for line in stream_lines(url, self.kind, self.timeout_s, payload, headers=self.headers):
+            if not line.startswith("data:"):
+                continue  # SSE comments and event names
+            data = line[5:].strip()
+            if data == "[DONE]":
+                yield Completion(
+                    text="".join(parts),
+                    input_tokens=int(usage.get("prompt_tokens", 0)),
+                    output_tokens=int(usage.get("completion_tokens", deltas)),
+                    seconds=time.perf_counter() - started,
+                    model=model,
+                )
+                return
+            try:
+                chunk = json.loads(data)
+            except json.JSONDecodeError as exc:
+                raise LLMError(
+                    f"llm backend {self.kind}: {url} streamed an event that is not JSON: {data[:120]!r}"
+                ) from exc
+            if chunk.get("error"):
+                raise LLMError(f"llm backend {self.kind}: {url} reported: {str(chunk['error'])[:300]}")
+            usage = chunk.get("usage") or usage
+            model = str(chunk.get("model") or model)
+            for choice in chunk.get("choices") or []:
+                delta = str((choice.get("delta") or {}).get("content") or "")
+                if delta:
+                    deltas += 1
+                    parts.append(delta)
+                    yield delta
+        raise LLMError(f"llm backend {self.kind}: the stream from {url} ended without `data: [DONE]`")

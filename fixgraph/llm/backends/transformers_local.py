@@ -24,7 +24,6 @@ class TransformersLLM:
         model: str = "",
         model_dir: str = "models",
         dtype: str = "bfloat16",
-        **_: Any,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a model folder, a .gguf file or a catalog name)")

@@ -1,0 +1,167 @@
+"""Stage outputs are byte-stable: the same inputs built in two folders, one with a cold and one with a warm
+chunk cache, give identical files in every folder DVC tracks (ingest, chunk, graph, index, evaluate).
+Run statistics (seconds, chunk-cache hits, latency) live under `_run/`, which .dvcignore keeps out of
+DVC's hashes; the slow test below checks the same through `dvc repro` and dvc.lock."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO
+
+SMALL = [
+    "corpus=mallard_folder",
+    "corpus.snapshot_dir=data/mallard_folder",
+    "embedder=hashing",
+    "splitting.pool=benchmarks/small/pool.jsonl",
+    "splitting.file=benchmarks/small/split.json",
+    "evaluation.min_gold_coverage=0.9",
+    "evaluation.bootstrap.resamples=200",
+    "comparison.permutations=999",
+    "tracking.enabled=false",
+]
+OUTPUTS = ["corpus", "chunks", "graph", "indexes", "eval", "metrics"]  # artifacts/<x>/mallard_folder
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file DVC would hash (everything but `_run/` folders, as in .dvcignore)."""
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "_run" not in p.relative_to(folder).parts
+    }
+
+
+def make_project(root: Path) -> Path:
+    shutil.copytree(FIXTURES / "mallard", root / "data" / "mallard_folder")
+    (root / "benchmarks" / "small").mkdir(parents=True)
+    shutil.copy(FIXTURES / "protocol_questions.jsonl", root / "benchmarks" / "small" / "pool.jsonl")
+    return root
+
+
+def build_all(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixgraph.config import compose, systems_of
+    from fixgraph.evaluation.splitting import freeze
+    from fixgraph.experiment.runners import build_experiment
+    from fixgraph.pipeline import graph, stages
+
+    monkeypatch.chdir(root)
+    cfg = compose(SMALL)
+    freeze(Path("benchmarks/small/pool.jsonl"), Path("benchmarks/small/split.json"), 0.3, str(cfg.splitting.salt))
+    stages.chunk(cfg)
+    graph.build(cfg, track=False)
+    for name, system_cfg in systems_of(cfg).items():
+        stages.index(cfg, name, system_cfg)
+    build_experiment(cfg.experiment).run(cfg, None, None, track=False)
+
+
+def test_outputs_are_byte_identical_across_folders_and_cache_states(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = make_project(tmp_path / "clone-a")
+    warm = make_project(tmp_path / "somewhere" / "else" / "clone-b")
+    build_all(cold, monkeypatch)
+    shutil.copytree(cold / "artifacts" / "cache", warm / "artifacts" / "cache")  # a warm chunk cache
+    build_all(warm, monkeypatch)
+    for output in OUTPUTS:
+        a, b = digests(cold / "artifacts" / output), digests(warm / "artifacts" / output)
+        assert a and a == b, (
+            f"artifacts/{output} differs: {sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))}"
+        )
+    # the run statistics are there, just not hashed: they do differ between a cold and a warm chunk cache
+    run_a = (cold / "artifacts/chunks/mallard_folder/_run/stage.json").read_text()
+    run_b = (warm / "artifacts/chunks/mallard_folder/_run/stage.json").read_text()
+    assert '"reused": 0' in run_a and '"reused": 0' not in run_b
+    assert (warm / "artifacts/eval/mallard_folder/dev/_run/timings.parquet").exists()
+
+
+@pytest.mark.slow
+def test_dvc_repro_leaves_dvc_lock_unchanged(tmp_path: Path) -> None:
+    """Two clones in different folders, cold and warm chunk caches: one dvc.lock, and `git diff --exit-code
+    dvc.lock` holds after a forced rerun (what .ci/run checks on GNOME Help)."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("FIXGRAPH_CONFIG_DIR", None)
+
+    def sh(cwd: Path, *cmd: str) -> str:
+        # each clone runs its own copy of the code (the venv's editable install points at this checkout)
+        here = {**env, "PYTHONPATH": str(cwd)}
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=here, timeout=1200, check=False)
+        assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        return done.stdout
+
+    files = sh(REPO, "git", "ls-files", "-co", "--exclude-standard").splitlines()
+    locks = []
+    for clone in (tmp_path / "a", tmp_path / "deeper" / "b"):
+        for name in files:
+            if (REPO / name).is_file() and name != "data.dvc":
+                (clone / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / name, clone / name)
+        make_project(clone)
+        sh(clone, "fixgraph", "params", *[o for o in SMALL if not o.startswith("tracking")], "tracking.enabled=false")
+        if locks:  # the second clone starts with a warm chunk cache and the same frozen split (committed in a
+            # real repository: freezing records the time in the split's history)
+            shutil.copytree(tmp_path / "a" / "artifacts" / "cache", clone / "artifacts" / "cache")
+            shutil.copy(tmp_path / "a" / "benchmarks/small/split.json", clone / "benchmarks/small/split.json")
+        sh(clone, "git", "init", "-q")
+        sh(clone, "dvc", "repro")
+        locks.append((clone / "dvc.lock").read_text())
+    assert locks[0] == locks[1]
+    first = tmp_path / "a"
+    sh(first, "git", "add", "-A")
+    sh(first, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "after repro")
+    sh(first, "dvc", "repro", "--force")
+    sh(first, "git", "diff", "--exit-code", "dvc.lock")
+
+
+BM25_BUILD = """
+import sys
+from pathlib import Path
+from fixgraph.corpus.models import Chunk
+from fixgraph.retrieval.bm25 import BM25Retriever
+texts = ["Reset the hub with a paper clip", "The battery drains when widgets poll", "Pair the printer over Wi-Fi",
+         "Printer lights: amber means a paper jam", "Update the hub firmware before pairing"]
+chunks = [Chunk(id=f"c{i}", doc_id="d", start=0, end=len(t), text=t, title="T", heading_path=[], section="",
+                n_tokens=len(t.split()), content_hash=str(i)) for i, t in enumerate(texts)]
+BM25Retriever(name="bm25", k1=0.9, b=0.4).build(chunks, Path(sys.argv[1]))
+"""
+
+
+def test_bm25_index_files_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """bm25s numbers its vocabulary in set order; Python's per-process hash seed used to change the files."""
+    folders = []
+    for seed in ("1", "2", "3"):
+        folder = tmp_path / f"seed-{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", BM25_BUILD, str(folder)], env=env, check=True, cwd=REPO)
+        folders.append(digests(folder))
+    assert folders[0] and folders[0] == folders[1] == folders[2]
+
+
+def test_bm25_scores_equal_bm25s_built_from_tokens(tmp_path: Path) -> None:
+    import bm25s
+    import numpy as np
+
+    from fixgraph.corpus.models import Chunk
+    from fixgraph.retrieval.bm25 import BM25Retriever
+
+    texts = ["Reset the hub with a paper clip", "The battery drains when widgets poll", "Pair the printer over Wi-Fi"]
+    chunks = [
+        Chunk(id=f"c{i}", doc_id="d", start=0, end=len(t), text=t, title="T", heading_path=[], section="",
+              n_tokens=len(t.split()), content_hash=str(i))
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+    ours = BM25Retriever(name="bm25", k1=0.9, b=0.4)
+    ours.build(chunks, tmp_path / "bm25")
+    reference = bm25s.BM25(k1=0.9, b=0.4)
+    reference.index([ours.analyzer(c.index_text()) for c in chunks], show_progress=False)
+    for query in ("reset the hub", "printer wifi pairing", "battery"):
+        tokens = [t for t in ours.analyzer(query) if t in reference.vocab_dict]
+        assert np.allclose(ours.scores(query), reference.get_scores(tokens), atol=1e-6)
