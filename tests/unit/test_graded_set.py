@@ -239,3 +239,25 @@ def test_answer_settings_are_strict() -> None:
         RunSettings.from_config(compose(["+answer.guard.min_kapa=0.5"]).answer)
     settings = RunSettings.from_config(compose(["answer.max_questions=40"]).answer)
     assert settings.max_questions == 40 and settings.sample == "stratified" and settings.guard.min_kappa == 0.4
+
+
+GRADED = Path(__file__).resolve().parents[2] / "benchmarks" / "gnome-help" / "graded"
+
+
+def test_committed_graded_set_is_whole_hashed_and_varied() -> None:
+    """The set every run measures its judge on: >= 100 labelled answers from several systems and both
+    model sizes, every answer graded, grades in the documented format, files matching SHA256SUMS."""
+    import hashlib
+
+    for line in (GRADED / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split()
+        assert hashlib.sha256((GRADED / name).read_bytes()).hexdigest() == digest, f"{name} changed: update SHA256SUMS"
+    answers = [json.loads(line) for line in (GRADED / "answers.jsonl").read_text().splitlines() if line.strip()]
+    labels = load_labels(GRADED / "labels.jsonl")
+    items = {a["item"] for a in answers}
+    assert len(items) == len(answers) >= 100
+    assert items == set(labels), "every answer of the set is graded, and only those"
+    assert {label.correctness for label in labels.values()} == {0.0, 0.5, 1.0}
+    assert {a["llm"] for a in answers} == {"qwen_coder_05b", "qwen_coder_15b"}
+    assert {"closed_book", "dense", "hybrid"} <= {a["system"] for a in answers}
+    assert not any(a["abstained"] for a in answers)  # abstentions are graded by rule, never shown
