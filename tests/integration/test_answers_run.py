@@ -175,7 +175,8 @@ def test_a_constant_judge_trips_the_guard(
     # issue 18's judge: 0.5 for everything and every key fact covered, closed book included
     answering, _ = judging_models(monkeypatch, {"You grade an answer": {"correctness": 0.5, "covered": [1]}})
     overrides = ["judge=llm", "answer.systems=[hybrid]", *write_graded_set(tmp_path, GRADED)]
-    result = run_answers(fixture_config(["experiment=answers", *overrides]), track=False)
+    cfg = fixture_config(["experiment=answers", *overrides])
+    result = run_answers(cfg, track=True)
     assert result.info["judge"]["guard"]["flags"] == [
         "flat: 10 of 10 answers graded 0.5",
         "closed book: key-fact recall 1.000 vs retrieved 1.000",
@@ -185,6 +186,12 @@ def test_a_constant_judge_trips_the_guard(
     assert not any("You grade an answer" in r["prompt"] for r in answering.requests)  # never self-judged
     assert result.table.startswith("JUDGE UNINFORMATIVE: flat: 10 of 10")
     assert closing_lines(result)[-1].startswith("WARNING: judge llm is uninformative: flat: 10 of 10")
+    import mlflow  # the run records which model judged and that it was flagged
+
+    mlflow.set_tracking_uri(str(cfg.tracking.uri))
+    tags = mlflow.get_run(result.mlflow_run_id).data.tags
+    assert tags["judge_model"] == "fake:judge" and tags["judge_informative"] == "false"
+    assert tags["judge_flags"].startswith("flat: 10 of 10 answers graded 0.5; closed book")
 
 
 def test_a_judge_that_agrees_with_people_passes_the_guard(
