@@ -116,7 +116,9 @@ def agreement_command(cfg: DictConfig, args: argparse.Namespace) -> dict[str, An
         labelled = sorted((r for r in records if answer_item(r) in label_set), key=answer_item)
         if graded.max_items:  # an LLM judge's cost: the same items measure_on_graded takes in a run
             labelled = labelled[: graded.max_items]
-        judgements = judge_records(judge, labelled, questions)
+        # the unlabelled answers too: the prediction-powered mean corrects the judge's mean over them
+        unlabelled = [r for r in records if answer_item(r) not in label_set]
+        judgements = judge_records(judge, labelled + unlabelled, questions)
         judge_name = judge.identity()
     report = agreement_report(label_set, judgements, args.alpha, int(boot.resamples), int(boot.seed))
     report["by_system"] = by_system(records, label_set, judgements)
