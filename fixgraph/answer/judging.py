@@ -56,6 +56,15 @@ def measure_on_graded(
         records = records[: graded.max_items]
     wanted = {str(r["qid"]) for r in records}
     questions = {q.qid: q for q in load_questions(paths[2]) if q.qid in wanted}
+    unknown = sorted(wanted - set(questions))
+    if unknown:  # a set made for other questions (another corpus): the run's answers are kept, the judge flagged
+        log.warning(
+            "graded set %s answers questions not in %s (%s...): the judge is not measured",
+            graded.answers,
+            graded.questions,
+            ", ".join(unknown[:3]),
+        )
+        return None
     judgements = judge_records(judge, records, questions)
     report = agreement_report(labels, judgements, alpha, resamples, seed)
     report["graded_set"] = {"answers": graded.answers, "labels": graded.labels, "items": len(records)}

@@ -1,6 +1,6 @@
 """Claim verification per answer: one batched call after the answer vs one call per (sentence, citation).
 
-`fixgraph bench verify [overrides] [bench_questions=N]`: for a stratified sample of the split's questions
+`fixgraph bench verify [overrides] [+bench.questions=N]`: for a stratified sample of the split's questions
 (default 5), dense retrieval, one grounded answer, then (a) the batched verification, whose prompt starts
 with the answer prompt's sources so llama.cpp reuses the answer call's KV cache, and (b) the same pairs
 checked one call each. Every call bypasses the LLM cache (it would time nothing). Reports per answer the
@@ -27,7 +27,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from fixgraph.llm.base import build_llm
     from fixgraph.pipeline.stages import load_chunks, open_system
 
-    n = int(cfg.get("bench_questions", 5))
+    n = int((cfg.get("bench") or {}).get("questions", 5))  # +bench.questions=N
     llm_cfg = {**to_dict(cfg.llm), "cache": {"enabled": False}}
     llm = build_llm(llm_cfg)
     answerer = build_answerer(cfg.answer)

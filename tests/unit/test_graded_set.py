@@ -261,3 +261,24 @@ def test_committed_graded_set_is_whole_hashed_and_varied() -> None:
     assert {a["llm"] for a in answers} == {"qwen_coder_05b", "qwen_coder_15b"}
     assert {"closed_book", "dense", "hybrid"} <= {a["system"] for a in answers}
     assert not any(a["abstained"] for a in answers)  # abstentions are graded by rule, never shown
+
+
+def test_a_graded_set_for_other_questions_leaves_the_judge_unmeasured(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run on another corpus keeps its answers: the set is skipped with a warning (the guard then flags
+    the judge as not measured) instead of failing after every answer was paid for."""
+    from fixgraph.answer.judging import measure_on_graded
+    from fixgraph.answer.settings import GradedSet
+    from tests.conftest import FIXTURES
+
+    class NeverCalled:
+        name = "never"
+
+        def judge(self, question: Question, answer: str) -> Judgement:
+            raise AssertionError("no question to judge against")
+
+    graded = GradedSet(str(GRADED / "answers.jsonl"), str(GRADED / "labels.jsonl"), str(FIXTURES / "questions.jsonl"))
+    with caplog.at_level("WARNING"):
+        assert measure_on_graded(NeverCalled(), graded, 0.05, 100, 0) is None  # type: ignore[arg-type]
+    assert "the judge is not measured" in caplog.text
