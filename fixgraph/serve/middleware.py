@@ -111,15 +111,24 @@ class RequestLog:
             return
         started = time.perf_counter()
         status = 0
+        logged = False
+
+        def write_line() -> None:
+            nonlocal logged
+            logged = True
+            ms = 1000 * (time.perf_counter() - started)
+            log.info("%s %s %s %.1fms", scope.get("method"), scope.get("path"), status or "-", ms)
 
         async def tracked(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                write_line()  # before the last byte leaves: a client that has its answer finds the line
             await send(message)
 
         try:
             await self.app(scope, receive, tracked)
         finally:
-            ms = 1000 * (time.perf_counter() - started)
-            log.info("%s %s %s %.1fms", scope.get("method"), scope.get("path"), status or "-", ms)
+            if not logged:  # the app failed or the client went away before the body ended
+                write_line()
