@@ -72,7 +72,7 @@ def _index(args: argparse.Namespace, cfg: Any) -> int:
     chunks = stages.load_chunks(cfg)
     for name, system_cfg in systems.items():
         if args.system in (None, name):
-            print(stages.index(cfg, name, system_cfg, chunks).info)
+            print(stages.index(cfg, name, system_cfg, chunks, stage_output=True).info)
     return 0
 
 

@@ -50,7 +50,13 @@ class Layout:
         return self.chunks_dir / "chunks.parquet"
 
     def index_dir(self, system: str) -> Path:
+        """The `index` stage's output (a DVC output: only `fixgraph index` writes here)."""
         return self.artifacts / "indexes" / self.corpus_name / system
+
+    def local_index_dir(self, system: str) -> Path:
+        """Where runs, sweeps, finalists and the API build an index the stage did not: kept apart so
+        that what they build never changes the DVC outputs (and with them `dvc.lock`)."""
+        return self.artifacts / "local" / "indexes" / self.corpus_name / system
 
     def eval_dir(self, name: str) -> Path:
         return self.artifacts / "eval" / self.corpus_name / name

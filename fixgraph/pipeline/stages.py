@@ -241,18 +241,33 @@ def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
     return stable_hash(key)
 
 
-def index(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk] | None = None) -> StageResult:
-    """Build (or find up to date) the index of one system over the current chunks."""
+def index(
+    cfg: DictConfig,
+    system: str,
+    system_cfg: DictConfig,
+    chunks: Sequence[Chunk] | None = None,
+    *,
+    stage_output: bool = False,
+) -> StageResult:
+    """Build (or find up to date) the index of one system over the current chunks.
+
+    `stage_output` (the `index` command, i.e. the DVC stage) writes the stage's folder. Every other
+    caller reuses that folder when its key matches and otherwise builds under the local folder, so a
+    run with another config never rewrites a DVC output."""
     layout = Layout.from_config(cfg)
     if chunks is None:
         chunk(cfg)
         chunks = load_chunks(cfg)
+    key = index_key(cfg, system_cfg)
+    folder = layout.index_dir(system)
+    if not stage_output and not is_current(folder, key):
+        folder = layout.local_index_dir(system)
 
     def produce(out: Path) -> dict[str, Any]:
         build_system(system_cfg).build(chunks, out)
         return {"system": system, "chunks": len(chunks)}
 
-    return run_stage(f"index[{system}]", layout.index_dir(system), index_key(cfg, system_cfg), produce)
+    return run_stage(f"index[{system}]", folder, key, produce)
 
 
 def open_system(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Sequence[Chunk]) -> System:

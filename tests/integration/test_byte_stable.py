@@ -58,7 +58,7 @@ def build_all(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stages.chunk(cfg)
     graph.build(cfg, track=False)
     for name, system_cfg in systems_of(cfg).items():
-        stages.index(cfg, name, system_cfg)
+        stages.index(cfg, name, system_cfg, stage_output=True)  # as the DVC stage `fixgraph index` does
     build_experiment(cfg.experiment).run(cfg, None, None, track=False)
 
 

@@ -16,8 +16,7 @@ from fixgraph.experiment.evaluate import evaluate
 from fixgraph.experiment.sweep_spec import build_sweep
 from fixgraph.experiment.trials import load_runner
 from fixgraph.pipeline.candidates import CandidateStore, Replayer, replay_rankings
-from fixgraph.pipeline.layout import Layout
-from fixgraph.pipeline.stages import load_chunks
+from fixgraph.pipeline.stages import index, load_chunks
 from fixgraph.retrieval.system import System, build_system
 
 # weighted fusion of BM25 and dense (hashing embedder), then a bi-encoder reranker of the top 5
@@ -73,7 +72,7 @@ def test_benchmark_sweep_answers_and_cache_rank_alike(protocol_config: Callable[
     assert answered and all(answered[qid] == benchmark[qid][: len(answered[qid])] for qid in answered)
     # the reranker really reorders: some question's top 5 differs from the first stage's
     first_stage = build_system(system_cfg.first_stage)
-    first_stage.load(load_chunks(cfg), Layout.from_config(cfg).index_dir(name))
+    first_stage.load(load_chunks(cfg), index(cfg, name, system_cfg, load_chunks(cfg)).output)
     questions = {q.qid: q.question for q in runner.questions}
     assert any([h.chunk_id for h in first_stage.search(questions[q], 5)] != benchmark[q][:5] for q in benchmark)
 
@@ -84,3 +83,26 @@ def test_global_reranker_cannot_stack_on_a_reranked_system(protocol_config: Call
     cfg = protocol_config(["experiment=single", "retriever=hybrid_mpnet", "reranker=mpnet"])
     with pytest.raises(ConfigError, match="already has a reranker"):
         systems_of(cfg)
+
+
+def test_runs_never_rewrite_the_index_stage_output(fixture_config: Callable[..., DictConfig]) -> None:
+    """The `index` stage's folders are DVC outputs: a run with another config of the same system (or a
+    system the stage does not build) builds under the local folder, and reuses the stage's when equal."""
+    from fixgraph.pipeline.layout import Layout
+    from fixgraph.pipeline.stages import chunk
+
+    cfg = fixture_config(["experiment=single", "retriever=bm25"])
+    chunk(cfg)
+    chunks = load_chunks(cfg)
+    system_cfg = systems_of(cfg)["bm25"]
+    staged = index(cfg, "bm25", system_cfg, chunks, stage_output=True)
+    layout = Layout.from_config(cfg)
+    assert staged.output == layout.index_dir("bm25")
+    before = (staged.output / "stage.json").read_text()
+
+    assert index(cfg, "bm25", system_cfg, chunks).output == staged.output  # same key: the stage's index
+
+    tuned = fixture_config(["experiment=single", "retriever=bm25", "retriever.k1=1.5"])
+    other = index(tuned, "bm25", systems_of(tuned)["bm25"], chunks)
+    assert other.status == "built" and other.output == layout.local_index_dir("bm25")
+    assert (staged.output / "stage.json").read_text() == before
