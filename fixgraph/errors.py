@@ -7,6 +7,7 @@ from fixgraph.corpus.connectors.git_history import GitError
 from fixgraph.corpus.debian import FetchError
 from fixgraph.corpus.mallard import MallardError
 from fixgraph.corpus.sources import EmptyCorpusError, MissingCorpusError
+from fixgraph.evaluation.agreement import AgreementError, LabelFileError
 from fixgraph.evaluation.gold import GoldCoverageError
 from fixgraph.evaluation.protocol_errors import PROTOCOL_ERRORS
 from fixgraph.evaluation.questions import QuestionFileError
@@ -21,6 +22,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     MissingCorpusError,
     EmptyCorpusError,
     GoldCoverageError,
+    AgreementError,
+    LabelFileError,
     QuestionFileError,
     ModelNotFoundError,
     UnknownOptionError,

@@ -34,6 +34,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "llm": ("fixgraph.llm.base", "LLMS"),
     "judge": ("fixgraph.evaluation.judge", "JUDGES"),
     "answer": ("fixgraph.answer.base", "ANSWERERS"),
+    "keyfacts": ("fixgraph.evaluation.keyfacts", "KEYFACT_MATCHERS"),
     "trainer": ("fixgraph.training.base", "TRAINERS"),
     "split": ("fixgraph.evaluation.splits", "SPLITS"),
     "experiment": ("fixgraph.experiment.runners", "EXPERIMENTS"),

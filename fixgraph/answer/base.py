@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from fixgraph.answer.parsing import ANSWER_SCHEMA, model_abstained, parse_reply
 from fixgraph.answer.prompts import load_prompt
+from fixgraph.answer.settings import RUN_KEYS
 from fixgraph.corpus.models import Chunk
 from fixgraph.llm.usage import StageCost
 from fixgraph.registry import Registry
@@ -53,6 +54,7 @@ class GroundedAnswer:
     context_tokens: int = 0
     stripped_citations: int = 0  # citation numbers outside the context, removed
     reply_format: str = ""  # json | text | empty
+    truncated: bool = False  # the reply stopped at max_tokens: the answer may be cut off mid-sentence
     prompt_version: str = ""
     cost: dict[str, StageCost] = field(default_factory=dict)  # stage -> tokens and time
 
@@ -95,18 +97,8 @@ class Answerer(Protocol):
     def finish(self, prepared: Prepared, reply: str) -> GroundedAnswer: ...
 
 
-# the `answers` run's settings, read by answer/run.py around the answerer
-RUN_SETTINGS = (
-    "systems",
-    "closed_book",
-    "closed_book_prompt",
-    "baseline",
-    "family_metrics",
-    "max_questions",
-    "labels",
-    "verify",
-    "ragas",
-)
+# the `answers` run's settings (answer/settings.py RunSettings), read by answer/run.py around the answerer
+RUN_SETTINGS = tuple(sorted(RUN_KEYS))
 ANSWERERS: Registry[Answerer] = Registry("answer", shared=RUN_SETTINGS)
 
 
@@ -145,13 +137,9 @@ def pack_context(hits: Sequence[Hit], chunks: Mapping[str, Chunk], budget: int, 
 class _Base:
     retrieves = True
 
-    def __init__(
-        self,
-        name: str,
-        prompt: str,
-        max_tokens: int = 200,
-        abstention: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, name: str, prompt: str, max_tokens: int, abstention: Mapping[str, Any] | None) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"answer {name}: max_tokens must be >= 1, got {max_tokens}")
         self.name = name
         self.max_tokens = max_tokens
         self.policy = AbstentionPolicy.from_config(abstention)
@@ -172,6 +160,8 @@ class _Base:
         started = time.perf_counter()
         completion = llm.complete(prepared.prompt, stage="answer", **self.request(llm))
         prepared.result.stage("answer").add(completion, time.perf_counter() - started)
+        # the backend stopped because of the cap, not because the model had finished
+        prepared.result.truncated = completion.output_tokens >= self.max_tokens
         return self.finish(prepared, str(completion.text))
 
     def prepare(
@@ -191,7 +181,7 @@ class GroundedAnswerer(_Base):
         prompt: str = "answer_grounded_v1",
         context_tokens: int = 1500,
         max_chunks: int = 8,
-        max_tokens: int = 200,
+        max_tokens: int = 512,
         abstention: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(name, prompt, max_tokens, abstention)
@@ -220,6 +210,7 @@ class GroundedAnswerer(_Base):
         result = prepared.result
         parsed = parse_reply(reply)
         result.reply_format = parsed.format
+        result.truncated = result.truncated or parsed.format == "truncated_json"
         for text, numbers in parsed.sentences:
             valid = [result.context_ids[n - 1] for n in numbers if 1 <= n <= prepared.n_context]
             result.stripped_citations += len(numbers) - len(valid)
@@ -243,7 +234,7 @@ class ClosedBookAnswerer(_Base):
         self,
         name: str = "closed_book",
         prompt: str = "answer_closed_book_v1",
-        max_tokens: int = 200,
+        max_tokens: int = 512,
         abstention: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(name, prompt, max_tokens, abstention)
@@ -258,6 +249,7 @@ class ClosedBookAnswerer(_Base):
         result = prepared.result
         parsed = parse_reply(reply)
         result.reply_format = parsed.format
+        result.truncated = result.truncated or parsed.format == "truncated_json"
         result.stripped_citations = sum(len(numbers) for _, numbers in parsed.sentences)
         result.sentences = [Sentence(text) for text, _ in parsed.sentences]
         said = model_abstained(parsed) and self.policy.model
@@ -268,7 +260,9 @@ class ClosedBookAnswerer(_Base):
 
 
 def build_answerer(cfg: Any) -> Answerer:
-    """The answering system of an `answer` option (run settings such as `systems` are ignored here)."""
+    """The answering system of an `answer` option; its run settings (`answer.settings.RunSettings`:
+    systems, sample, verifier...) are the run's, every other key must be the answerer's."""
+    from fixgraph.answer.settings import answerer_fields
     from fixgraph.config import build
 
-    return build(ANSWERERS, cfg)
+    return build(ANSWERERS, answerer_fields(cfg))

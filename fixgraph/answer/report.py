@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from tabulate import tabulate
 
 from fixgraph.answer.scoring import QUALITY_METRICS, STAGES
+from fixgraph.answer.settings import RunSettings
 from fixgraph.evaluation.comparison import ComparisonSettings, Family, compare
 from fixgraph.evaluation.stats import Estimate
 
@@ -47,22 +48,40 @@ def answer_table(
     cost_rows = []
     for system in summary:
         lat = latency.get(system, {})
-        cells = [
-            f"{lat.get(f'{stage}_p50_ms', 0) / 1000:.2f} / {lat.get(f'{stage}_p95_ms', 0) / 1000:.2f}"
-            for stage in (*STAGES, "total")
-        ]
+        # model time: what each call took when generated (cached calls keep it), so a rerun reports it too
+        keys = ["retrieve", *(f"{s}_model" for s in STAGES[1:]), "total_model"]
+        cells = [f"{lat.get(f'{k}_p50_ms', 0) / 1000:.2f} / {lat.get(f'{k}_p95_ms', 0) / 1000:.2f}" for k in keys]
         tokens = [_cell(summary[system].get(m)) for m in COST_METRICS]
         cost_rows.append([system, *cells, *tokens])
     headers = [*(f"{s} s p50/p95" for s in (*STAGES, "total")), *COST_METRICS]
     parts += [
-        "Cost per question (seconds p50 / p95; tokens in+out, mean)",
+        "Cost per question (seconds p50 / p95 of model time, cached calls at their original time; tokens in+out, mean)",
         tabulate(cost_rows, headers=["system", *headers], tablefmt="github"),
     ]
     return "\n\n".join(parts) + "\n"
 
 
+def judge_section(judge: Mapping[str, Any], confidence: float) -> str:
+    """Who judged, and how it did against people on the graded set."""
+    who = "deterministic key-fact rules" if judge["deterministic"] else f"model {judge['model']}"
+    lines = [f"Judge: {judge['name']} ({who}; {judge['identity']})"]
+    measured = judge.get("graded_set")
+    if measured is None:
+        lines.append("Judge vs people: not measured (no graded set).")
+    else:
+        low, high = measured["kappa_ci"]
+        lines.append(
+            f"Judge vs people on the graded set ({measured['matched']} answers): Cohen's kappa "
+            f"{measured['kappa']:.3f} [{low:.3f}, {high:.3f}] ({confidence:.0%} bootstrap CI), linear weighted "
+            f"{measured['kappa_linear']:.3f}, exact agreement {measured['exact']:.3f}."
+        )
+    verdict = judge["guard"]
+    lines.append("Guard: informative." if verdict["informative"] else "Guard: " + "; ".join(verdict["flags"]) + ".")
+    return "\n".join(lines) + "\n"
+
+
 def compare_answers(
-    cfg: DictConfig, per_question: pd.DataFrame, baseline: str, systems: Sequence[str]
+    cfg: DictConfig, settings: RunSettings, per_question: pd.DataFrame, baseline: str, systems: Sequence[str]
 ) -> tuple[str, list[dict[str, Any]]]:
     """Each metric on the questions where every system has a value (paired), against the baseline.
 
@@ -74,7 +93,7 @@ def compare_answers(
     others = [s for s in systems if s != baseline]
     if baseline not in systems or not others:
         return "", []
-    family_metrics = [str(m) for m in cfg.answer.get("family_metrics") or ["correctness"]]
+    family_metrics = [str(m) for m in settings.family_metrics]
     rows: list[dict[str, Any]] = []
     for metric in (*QUALITY_METRICS, "tokens_total", "total_ms"):
         wide = per_question.pivot_table(index="qid", columns="system", values=metric, aggfunc="first", dropna=False)

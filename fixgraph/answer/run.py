@@ -1,12 +1,16 @@
-"""The `answers` experiment: answer, verify, judge and score every question, then compare systems.
+"""The `answers` experiment: answer, verify and score every question, judge, guard, compare systems.
 
 Systems: one grounded system per retriever in `answer.systems` (null: every configured system) plus,
 with `answer.closed_book`, the closed-book baseline. Per question it records the answer with its
-citations, the verifier's verdict per (sentence, cited chunk), the judge's grade, the RAGAS-like
-metrics and tokens and seconds per stage. Outputs under artifacts/eval/<corpus>/answers_<name>/; means
-with bootstrap CIs per system; paired tests (bootstrap CI of the difference, permutation p, Holm over
-`answer.family_metrics`) of every system against `answer.baseline`; one MLflow parent run with a child
-run per system, like the retrieval evaluation.
+citations (and whether it was cut off at max_tokens), the verifier's verdict per (sentence, cited
+chunk), the deterministic key-fact coverage, the judge's grade, optional RAGAS-like metrics, and
+tokens and seconds per stage. The judge is measured on the graded set and guarded (`judging.py`).
+Outputs under artifacts/eval/<corpus>/answers_<name>/ (`outputs.py`); one MLflow parent run with a
+child run per system.
+
+Questions: the split's, or a stratified sample of `answer.max_questions` (evaluation/sampling.py), the
+documented quick estimate. Every LLM call goes through the SQLite cache, so a killed run resumes where
+it stopped, and a run with other judging or reporting settings costs no answering time.
 """
 
 from __future__ import annotations
@@ -17,24 +21,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from omegaconf import DictConfig
 
 from fixgraph.answer.base import Answerer, ClosedBookAnswerer, build_answerer
+from fixgraph.answer.judging import refuse_self_judging
+from fixgraph.answer.labelling import item_id
+from fixgraph.answer.outputs import finish
 from fixgraph.answer.ragas import RagasMetrics, RagasScores
-from fixgraph.answer.report import answer_table, compare_answers
 from fixgraph.answer.scoring import ScoredAnswer, abstention_judgement
+from fixgraph.answer.settings import RunSettings
 from fixgraph.answer.verify import Verification, build_verifier
 from fixgraph.config import ConfigError, systems_of, to_dict
 from fixgraph.corpus.models import Chunk
-from fixgraph.evaluation.answer_metrics import AnswerScores, abstention_scores
 from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.judge import build_judge
+from fixgraph.evaluation.keyfacts import build_keyfact_matcher
 from fixgraph.evaluation.questions import Question
-from fixgraph.evaluation.report import latency_summary, summarise, summary_json
 from fixgraph.evaluation.result import EvaluationResult
-from fixgraph.evaluation.splits import QuestionSet, resolve_questions
-from fixgraph.io import atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.evaluation.sampling import pick_questions
+from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
@@ -43,37 +48,32 @@ log = logging.getLogger(__name__)
 CLOSED_BOOK = "closed_book"
 
 
-def answer_systems(cfg: DictConfig, answerer: Answerer) -> dict[str, DictConfig | None]:
+def answer_systems(cfg: DictConfig, answerer: Answerer, settings: RunSettings) -> dict[str, DictConfig | None]:
     """system name -> retriever config (None: closed book)."""
-    settings = cfg.answer
     if not answerer.retrieves:
-        return {str(settings.name): None}
+        return {str(cfg.answer.name): None}
     configured = systems_of(cfg)
-    wanted = [str(s) for s in settings.get("systems") or configured]
+    wanted = [str(s) for s in settings.systems or configured]
     unknown = [s for s in wanted if s not in configured]
     if unknown:
         raise ConfigError(f"answer.systems: {', '.join(unknown)} not configured; systems: {', '.join(configured)}")
     systems: dict[str, DictConfig | None] = {s: configured[s] for s in wanted}
-    if settings.get("closed_book", False):
+    if settings.closed_book:
         systems = {CLOSED_BOOK: None, **systems}
     return systems
 
 
-def pick_questions(questions: list[Question], limit: int | None) -> list[Question]:
-    """The first `limit` questions in file order (the split file is already shuffled by its salt)."""
-    return questions if not limit else questions[: int(limit)]
+class Scorer:
+    """Verifier, key-fact matcher, judge and RAGAS-like metrics of one run."""
 
-
-class _Scorer:
-    def __init__(self, cfg: DictConfig, llm: Any) -> None:
-        settings = cfg.answer
-        self.verifier, self.verify_enabled = build_verifier(to_dict(settings.get("verify") or {}), llm)
+    def __init__(self, cfg: DictConfig, settings: RunSettings, llm: Any) -> None:
+        self.verifier, self.verify_enabled = build_verifier(settings.verify, llm)
+        self.matcher = build_keyfact_matcher(cfg.keyfacts)
         self.judge = build_judge(cfg.judge)
-        if hasattr(self.judge, "attach"):
-            self.judge.attach(llm)
-        ragas = dict(settings.get("ragas") or {})
+        refuse_self_judging(self.judge, llm)
+        ragas = dict(settings.ragas)
         self.ragas: RagasMetrics | None = None
-        if ragas.pop("enabled", True):
+        if ragas.pop("enabled"):
             from fixgraph.embedders.encoders import build_embedder
 
             self.ragas = RagasMetrics(llm, build_embedder(cfg.embedder), self.verifier, **ragas)
@@ -84,15 +84,22 @@ class _Scorer:
             if self.verify_enabled
             else Verification()  # no verifier: claim metrics are not computed
         )
+        coverage = None
+        if question.key_facts and not answer.abstained:
+            coverage = self.matcher.coverage(question.key_facts, answer.text)
         if answer.abstained:
             judgement = abstention_judgement(question)
         elif hasattr(self.judge, "judge_with_cost"):
             judgement, cost = self.judge.judge_with_cost(question, answer.text)
             answer.cost["judge"] = cost
         else:
+            started = time.perf_counter()
             judgement = self.judge.judge(question, answer.text)
+            answer.stage("judge").seconds += time.perf_counter() - started
         ragas = self.ragas.score(question.question, answer, verification, chunks) if self.ragas else None
-        return ScoredAnswer(question, answer, verification, judgement, ragas or RagasScores(None, None, None), seconds)
+        return ScoredAnswer(
+            question, answer, verification, judgement, ragas or RagasScores(None, None, None), seconds, coverage
+        )
 
 
 def run_answers(
@@ -100,13 +107,14 @@ def run_answers(
 ) -> EvaluationResult:
     from fixgraph.llm.base import build_llm
 
+    settings = RunSettings.from_config(cfg.answer)
     layout = Layout.from_config(cfg)
     question_set = resolve_questions(cfg, questions_path, name)
     questions, base_name = question_set.questions, question_set.name
-    questions = pick_questions(questions, cfg.answer.get("max_questions"))
-    name = f"answers_{base_name}"
+    population = len(questions)
+    questions = pick_questions(questions, settings.max_questions, settings.sample, settings.sample_seed)
     answerer = build_answerer(cfg.answer)
-    systems = answer_systems(cfg, answerer)
+    systems = answer_systems(cfg, answerer, settings)
     chunk_result = chunk(cfg)
     docs, chunk_list = load_documents(cfg), load_chunks(cfg)
     chunks = {c.id: c for c in chunk_list}
@@ -114,111 +122,43 @@ def run_answers(
     allow_unmapped = bool(cfg.evaluation.get("allow_unmapped", False))
     mapping.check(float(cfg.evaluation.min_gold_coverage), questions, allow_unmapped)  # unmapped gold is loud here too
     llm = build_llm(cfg.llm)
-    scorer = _Scorer(cfg, llm)
+    scorer = Scorer(cfg, settings, llm)
     closed = ClosedBookAnswerer(
-        prompt=str(cfg.answer.get("closed_book_prompt", "answer_closed_book_v1")),
-        max_tokens=int(cfg.answer.get("max_tokens", 200)),
-        abstention=to_dict(cfg.answer.get("abstention") or {}),
+        prompt=settings.closed_book_prompt,
+        max_tokens=int(cfg.answer.max_tokens),
+        abstention=to_dict(cfg.answer.abstention or {}),
     )
-    depth = max(20, 3 * int(cfg.answer.get("max_chunks", 8)))
+    depth = max(20, 3 * int(getattr(answerer, "max_chunks", 8)))
     scored: list[ScoredAnswer] = []
-    for label, system_cfg in systems.items():
+    for system_name, system_cfg in systems.items():
         # the same System the benchmark ranks with (reranker included), so answers cite what was measured
-        system = None if system_cfg is None else open_system(cfg, label, system_cfg, chunk_list)
+        system = None if system_cfg is None else open_system(cfg, system_name, system_cfg, chunk_list)
         this = answerer if system_cfg is not None or not answerer.retrieves else closed
         for i, question in enumerate(questions, start=1):
             started = time.perf_counter()
             hits: list[Hit] = system.search(question.question, depth) if system is not None else []
             retrieved = time.perf_counter() - started
-            answer = this.answer(llm, question.qid, question.question, hits, chunks, label)
+            answer = this.answer(llm, question.qid, question.question, hits, chunks, system_name)
             answer.retrieved = [h.chunk_id for h in hits]
-            scored.append(scorer.score(question, answer, chunks, retrieved))
-            log.info("%s %d/%d %s: %s", label, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
-    llms = {"llm": llm, "verifier": scorer.verifier.llm}
-    return _finish(cfg, layout, name, questions, question_set, mapping, scored, chunk_result.info, llms, track)
-
-
-def _finish(
-    cfg: DictConfig,
-    layout: Layout,
-    name: str,
-    questions: list[Question],
-    question_set: QuestionSet,
-    mapping: Any,
-    scored: list[ScoredAnswer],
-    chunker_info: dict[str, Any],
-    llms: Mapping[str, Any],
-    track: bool | None,
-) -> EvaluationResult:
-    llm, verifier = llms["llm"], llms["verifier"]
-    per_question = pd.DataFrame([s.row(mapping) for s in scored])
-    boot = cfg.evaluation.bootstrap
-    metric_frame = per_question.drop(columns=["answerable"])
-    summary = summarise(metric_frame, int(boot.resamples), float(boot.confidence), int(boot.seed))
-    systems = list(dict.fromkeys(per_question["system"]))
-    abstention = {
-        system: abstention_scores([_abstention_row(s) for s in scored if s.answer.system == system])
-        for system in systems
-    }
-    latency = latency_summary(per_question)
-    baseline = str(cfg.answer.get("baseline") or systems[0])
-    comparison_md, comparison_json = compare_answers(cfg, per_question, baseline, systems)
-    table = answer_table(summary, abstention, latency, float(boot.confidence)) + "\n" + comparison_md
-    manifest = read_json(layout.manifest)
-    info: dict[str, Any] = {
-        "name": name,
-        "questions_file": str(question_set.path),
-        "questions_hash": sha256_file(question_set.path),
-        "questions": len(questions),
-        "scored_questions": len(questions),
-        "locked_excluded": question_set.exclusion(),
-        "gold_coverage": mapping.coverage,
-        "corpus": manifest["corpus"],
-        "corpus_hash": manifest["corpus_hash"],
-        "corpus_version": manifest["source"].get("version", ""),
-        "chunks_hash": sha256_file(layout.chunks),
-        "chunker": chunker_info,
-        "systems": systems,
-        "latency": {
-            s: {**latency.get(s, {}), **{k: v for k, v in abstention[s].items() if v is not None}} for s in systems
-        },
-        "abstention": abstention,
-        "llm": {"name": llm.name, "identity": llm.identity(), "usage": llm.usage.totals()},
-        # which model verified; its usage is its own client's when it is not the answering model
-        "verifier": {
-            "identity": verifier.identity(),
-            "own_model": verifier is not llm,
-            **({"usage": verifier.usage.totals()} if verifier is not llm else {}),
-        },
-        "judge": str(cfg.judge.name),
-        "comparison": comparison_json,
-    }
-    metrics = summary_json(summary)
-    out = layout.eval_dir(name)
-    with atomic_dir(out) as tmp:
-        write_jsonl(tmp / "answers.jsonl", (s.record() for s in scored))
-        per_question.to_parquet(tmp / "per_question.parquet", index=False)
-        write_json(tmp / "metrics.json", metrics)
-        write_json(tmp / "info.json", info)
-        write_text(tmp / "table.md", table)
-    write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
-    labels = cfg.answer.get("labels")
-    if labels and Path(str(labels)).exists():  # human grades exist: measure the judge against them
-        from fixgraph.answer.labelling import judge_agreement
-
-        report = judge_agreement(out / "answers.jsonl", Path(str(labels)))
-        info["agreement"] = {k: v for k, v in report.items() if k not in ("confusion", "ppi")}
-        info["agreement"].update({f"ppi_{k}": v for k, v in (report["ppi"] or {}).items()})
-        write_json(out / "agreement.json", report)
-        write_json(out / "info.json", info)
-    result = EvaluationResult(name, out, table, metrics, per_question, mapping.coverage, info)
-    if track if track is not None else bool(cfg.tracking.enabled):
-        from fixgraph.answer.tracking import log_answers
-
-        result.mlflow_run_id = log_answers(cfg, result)
-    return result
-
-
-def _abstention_row(s: ScoredAnswer) -> AnswerScores:
-    q = s.question
-    return AnswerScores(q.qid, q.qtype, q.answerable, s.answer.abstained, None, None, None, None, None)
+            result = scorer.score(question, answer, chunks, retrieved)
+            # the item id names the model too: answers of two models can share one graded set
+            result.llm = str(cfg.llm.name)
+            result.item = item_id(f"{result.llm}/{system_name}", question.qid)
+            scored.append(result)
+            log.info("%s %d/%d %s: %s", system_name, i, len(questions), question.qid, answer.text[:80] or "(abstained)")
+    sample = {"population": population, "method": settings.sample, "seed": settings.sample_seed}
+    context = {"chunker": chunk_result.info, "sample": sample, "population": population}
+    return finish(
+        cfg,
+        settings,
+        layout,
+        f"answers_{base_name}",
+        questions,
+        question_set,
+        mapping,
+        scored,
+        scorer,
+        llm,
+        context,
+        track,
+    )

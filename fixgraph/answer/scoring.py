@@ -6,7 +6,9 @@ unsupported-claim rate from the claim verifier; correctness and key-fact recall 
 reference-free metrics from `answer.ragas`. Rules fixed here, not by a model:
 - an abstention is graded without the judge: correct (1) on an unanswerable question, wrong (0, no key
   fact) on an answerable one; its citation, claim and RAGAS metrics are None ("not applicable");
-- a metric that does not apply is None (NaN in the frame), so means skip it instead of counting a 0.
+- a metric that does not apply is None (NaN in the frame), so means skip it instead of counting a 0;
+- key_fact_coverage is deterministic (`evaluation.keyfacts`), whatever the judge: an abstention on an
+  answerable question covers no fact (0), an unanswerable question has no facts (None).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from fixgraph.answer.verify import Verification
 from fixgraph.evaluation.answer_metrics import AnswerRecord, score_answer
 from fixgraph.evaluation.gold import GoldMapping
 from fixgraph.evaluation.judge import Judgement
+from fixgraph.evaluation.keyfacts import Coverage
 from fixgraph.evaluation.questions import Question
 from fixgraph.llm.usage import StageCost
 
 STAGES = ("retrieve", "answer", "verify", "judge", "relevance")
 QUALITY_METRICS = (
     "correctness",
+    "human_correctness",  # people's grades (answer.labels), where this run's answers are labelled
+    "key_fact_coverage",
     "key_fact_recall",
     "citation_precision_gold",
     "citation_recall_gold",
@@ -37,6 +42,7 @@ QUALITY_METRICS = (
     "answer_relevance",
     "context_precision",
     "abstained",
+    "truncated",
 )
 
 
@@ -47,6 +53,9 @@ class _Given:
 
     def __init__(self, judgement: Judgement) -> None:
         self.judgement = judgement
+
+    def identity(self) -> str:
+        return "given"
 
     def judge(self, question: Question, answer: str) -> Judgement:
         return self.judgement
@@ -66,6 +75,17 @@ class ScoredAnswer:
     judgement: Judgement
     ragas: RagasScores
     retrieve_seconds: float = 0.0
+    coverage: Coverage | None = None  # deterministic key-fact coverage (None: the question has no facts)
+    item: str = ""  # opaque id (labelling.item_id) the label files use
+    llm: str = ""  # the answering model's config name
+
+    @property
+    def key_fact_coverage(self) -> float | None:
+        if not self.question.key_facts or not self.question.answerable:
+            return None
+        if self.answer.abstained or self.coverage is None:
+            return 0.0
+        return self.coverage.recall
 
     def row(self, mapping: GoldMapping) -> dict[str, Any]:
         q, a, v = self.question, self.answer, self.verification
@@ -80,6 +100,7 @@ class ScoredAnswer:
             "answerable": q.answerable,
             "abstained": float(a.abstained),
             "correctness": gold.correctness,
+            "key_fact_coverage": self.key_fact_coverage,
             "key_fact_recall": gold.key_fact_recall,
             "citation_precision_gold": gold.citation_precision if answered else None,
             "citation_recall_gold": gold.citation_recall,
@@ -89,6 +110,7 @@ class ScoredAnswer:
             "faithfulness": self.ragas.faithfulness,
             "answer_relevance": self.ragas.answer_relevance,
             "context_precision": self.ragas.context_precision,
+            "truncated": float(a.truncated) if answered else None,
             "sentences": float(len(a.sentences)),
             "stripped_citations": float(a.stripped_citations),
             "context_tokens": float(a.context_tokens),
@@ -101,20 +123,25 @@ class ScoredAnswer:
             total_tokens += tokens
             row[f"tokens_{stage}"] = float(tokens)
             row[f"{stage}_ms"] = 1000 * cost.seconds
+            row[f"{stage}_model_ms"] = 1000 * cost.model_seconds
         row["tokens_total"] = float(total_tokens)
         row["retrieve_ms"] = 1000 * self.retrieve_seconds
         row["total_ms"] = sum(row[f"{s}_ms"] for s in STAGES)
+        row["total_model_ms"] = row["retrieve_ms"] + sum(row[f"{s}_model_ms"] for s in STAGES[1:])
         return row
 
     def record(self) -> dict[str, Any]:
         """The JSON line of answers.jsonl: everything needed to audit or re-judge the answer."""
         a = self.answer
         return {
+            "item": self.item,
             "qid": a.qid,
             "system": a.system,
+            "llm": self.llm,
             "question": self.question.question,
             "answer": a.text,
             "abstained": a.abstained,
+            "truncated": a.truncated,
             "abstain_reason": a.abstain_reason,
             "reply_format": a.reply_format,
             "prompt_version": a.prompt_version,
@@ -130,7 +157,12 @@ class ScoredAnswer:
             "judge": {
                 "correctness": self.judgement.correctness,
                 "key_fact_recall": self.judgement.key_fact_recall,
+                "covered": None if self.judgement.covered is None else list(self.judgement.covered),
                 "rationale": self.judgement.rationale,
+            },
+            "key_facts": {
+                "coverage": self.key_fact_coverage,
+                "covered": None if self.coverage is None else self.coverage.covered,
             },
             "cost": {stage: vars(cost) for stage, cost in a.cost.items()},
         }

@@ -1,11 +1,18 @@
 """Claim verification: every answer sentence checked against the chunks it cites.
 
 For each (sentence, cited chunk) the model answers `{"supported": bool, "quote": "..."}`; a citation
-supports the sentence only if the model says so AND its quote is found in that chunk (rapidfuzz
-alignment >= `quote_min`, the same check the knowledge graph's edge verifier uses): a model that agrees
-without evidence does not count. A sentence is supported when at least one of its citations is; an
-uncited sentence is unsupported by definition (nothing backs it). A malformed verdict (after the
-client's one retry) counts as "not supported" and is tallied under its own reason.
+supports the sentence only if the model says so AND its quote, at least `quote_min_chars` long, is
+found in that chunk (rapidfuzz alignment >= `quote_min`, the same check the knowledge graph's edge
+verifier uses): a model that agrees without evidence does not count.
+
+Batched (`batch: true`, prompt `verify_answer_v1`): one call per answer checks all its pairs. The prompt
+starts with the answer prompt's numbered sources, byte for byte, so llama.cpp reuses the answer call's
+evaluated prefix (its KV cache) and only the checks are new input; the reply holds one verdict per
+pair, in order (the schema fixes their number). Unbatched: one call per pair (`verify_claim_v1`).
+
+A sentence is supported when at least one of its citations is; an uncited sentence is unsupported by
+definition (nothing backs it). A malformed verdict (after the client's one retry) counts as "not
+supported" and is tallied under its own reason.
 
 By default the answering model verifies (under its own prompt); `answer.verify.llm` (a model config,
 e.g. `+llm@answer.verify.llm=qwen_coder_15b`) gives the verifier a model of its own, like `judge.llm`:
@@ -20,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fixgraph.answer.base import GroundedAnswer
+from fixgraph.answer.base import GroundedAnswer, chunk_block
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.corpus.models import Chunk
 from fixgraph.kg.grounding import align
@@ -77,20 +84,53 @@ class Verification:
         return dict(sorted(counts.items()))
 
 
+def batch_schema(n: int) -> dict[str, Any]:
+    """One verdict per check, exactly `n` of them (constrained decoding enforces the count)."""
+    verdict = {
+        "type": "object",
+        "properties": {"check": {"type": "integer"}, **VERDICT_SCHEMA["properties"]},
+        "required": ["check", "supported", "quote"],
+    }
+    return {
+        "type": "object",
+        "properties": {"verdicts": {"type": "array", "minItems": n, "maxItems": n, "items": verdict}},
+        "required": ["verdicts"],
+    }
+
+
 class ClaimVerifier:
     def __init__(
         self,
         llm: Any,
         prompt: str = "verify_claim_v1",
         quote_min: float = 90.0,
+        quote_min_chars: int = 8,
         max_tokens: int = 120,
+        batch: bool = False,
         own_model: bool = False,
     ):
         self.llm = llm
         self.own_model = own_model  # True: not the answering model
         self.quote_min = quote_min
+        self.quote_min_chars = quote_min_chars  # "the" aligns anywhere: a quote must say something
         self.max_tokens = max_tokens
+        self.batch = batch
         self.template, self.prompt_version = load_prompt(prompt)
+        needed = "checks" if batch else "claim"
+        if needed not in self.template.template:
+            raise ValueError(f"answer.verify: prompt {prompt!r} has no ${needed} (batch: {batch})")
+
+    def reason(self, value: Mapping[str, Any], text: str) -> tuple[str, tuple[int, int] | None]:
+        """(reason code of one verdict against its source text, [start, end) of its quote there if found)."""
+        if not value["supported"]:
+            return "llm_unsupported", None
+        quote = str(value["quote"]).strip()
+        if len(quote) < self.quote_min_chars:
+            return "quote_too_short", None
+        score, start, end = align(quote, text)
+        if score < self.quote_min:
+            return "quote_not_in_chunk", None
+        return "supported", (start, end)
 
     def check_pair(self, sentence: str, text: str, answer: GroundedAnswer | None = None) -> str:
         """The reason code of one (sentence, source text) check: 'supported' or why not."""
@@ -117,14 +157,55 @@ class ClaimVerifier:
             for completion in result.completions:
                 cost.add(completion, 0.0)
             cost.seconds += time.perf_counter() - started
-        if not result.value["supported"]:
-            return "llm_unsupported", None
-        score, start, end = align(str(result.value["quote"]).strip(), text)
-        if score < self.quote_min:
-            return "quote_not_in_chunk", None
-        return "supported", (start, end)
+        return self.reason(result.value, text)
+
+    def check_answer(
+        self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]
+    ) -> dict[tuple[int, str], tuple[str, tuple[int, int] | None]]:
+        """Every (sentence index, cited chunk) pair of an answer in one call: pair -> (reason code, quote span)."""
+        pairs = [
+            (i, chunk_id) for i, s in enumerate(answer.sentences) for chunk_id in s.citations if chunk_id in chunks
+        ]
+        if not pairs:
+            return {}
+        context = [chunks[c] for c in answer.context_ids]
+        blocks = "\n\n".join(chunk_block(n, c) for n, c in enumerate(context, start=1))
+        number = {c: n for n, c in enumerate(answer.context_ids, start=1)}
+        checks = "\n".join(
+            f'{k}. Source [{number[c]}], claim: "{answer.sentences[i].text}"' for k, (i, c) in enumerate(pairs, start=1)
+        )
+        prompt = self.template.substitute(context=blocks, checks=checks)
+        cost = answer.stage("verify")
+        started = time.perf_counter()
+        try:
+            result = self.llm.complete_json(
+                prompt, batch_schema(len(pairs)), stage="verify", temperature=0.0, max_tokens=self.max_tokens
+            )
+        except StructuredOutputError as exc:
+            for completion in exc.completions:
+                cost.add(completion, 0.0)
+            cost.seconds += time.perf_counter() - started
+            return {pair: ("invalid_answer", None) for pair in pairs}
+        for completion in result.completions:
+            cost.add(completion, 0.0)
+        cost.seconds += time.perf_counter() - started
+        verdicts = list(result.value["verdicts"])
+        if len(verdicts) != len(pairs):  # a backend without constrained decoding may miscount
+            return {pair: ("invalid_answer", None) for pair in pairs}
+        return {(i, c): self.reason(v, chunks[c].text) for (i, c), v in zip(pairs, verdicts, strict=True)}
 
     def verify(self, answer: GroundedAnswer, chunks: Mapping[str, Chunk]) -> Verification:
+        if self.batch:
+            reasons = self.check_answer(answer, chunks)
+            verification = Verification()
+            for i, sentence in enumerate(answer.sentences):
+                verdict = SentenceVerdict(sentence.text, sentence.citations)
+                for chunk_id in sentence.citations:
+                    verdict.reasons[chunk_id], span = reasons.get((i, chunk_id), ("unknown_chunk", None))
+                    if span is not None:
+                        verdict.quotes[chunk_id] = span
+                verification.sentences.append(verdict)
+            return verification
         verification = Verification()
         for sentence in answer.sentences:
             verdict = SentenceVerdict(sentence.text, sentence.citations)

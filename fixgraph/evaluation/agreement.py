@@ -22,6 +22,10 @@ class AgreementError(ValueError):
     """Labels that cannot be compared (none in common, or grades off the rubric)."""
 
 
+class LabelFileError(ValueError):
+    """A malformed label, claims or answers file; the message names the file, the line and the problem."""
+
+
 def _classes(values: Sequence[float], what: str) -> np.ndarray:
     out = []
     for value in values:
@@ -89,6 +93,71 @@ def paired(labels: Mapping[str, float], grades: Mapping[str, float | None]) -> t
     """Human and judge grades of the items both have (judge None = not judged, left out)."""
     keys = sorted(k for k in labels if grades.get(k) is not None)
     return [float(labels[k]) for k in keys], [float(grades[k]) for k in keys]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class KappaInterval:
+    low: float
+    high: float
+    resamples: int  # resamples where kappa is defined (a resample with one class on both sides is not)
+
+
+def kappa_interval(
+    human: Sequence[float],
+    judge: Sequence[float],
+    weights: str | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> KappaInterval:
+    """Percentile bootstrap CI of (weighted) kappa over items resampled with replacement."""
+    h, j = _classes(human, "human label"), _classes(judge, "judge grade")
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        idx = rng.integers(0, len(h), len(h))
+        value = _kappa(h[idx], j[idx], weights)
+        if value == value:  # NaN: undefined on this resample
+            values.append(value)
+    if not values:
+        return KappaInterval(float("nan"), float("nan"), 0)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return KappaInterval(float(low), float(high), len(values))
+
+
+@dataclass(frozen=True)
+class BinaryAgreement:
+    """Agreement on yes/no decisions (a key fact covered, a claim supported): the rater is `predicted`."""
+
+    n: int
+    exact: float
+    kappa: float
+    precision: float | None  # of predicted yes, share that people said yes
+    recall: float | None  # of people's yes, share predicted yes
+    confusion: list[list[int]]  # rows: human no/yes, columns: predicted no/yes
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def binary_agreement(human: Sequence[bool], predicted: Sequence[bool]) -> BinaryAgreement:
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_score, recall_score
+
+    if len(human) != len(predicted):
+        raise AgreementError(f"{len(human)} human decisions but {len(predicted)} predicted ones")
+    if not human:
+        raise AgreementError("no decisions to compare")
+    h, p = np.asarray(human, dtype=int), np.asarray(predicted, dtype=int)
+    both = len(set(h.tolist()) | set(p.tolist())) > 1
+    return BinaryAgreement(
+        n=len(h),
+        exact=float(np.mean(h == p)),
+        kappa=float(cohen_kappa_score(h, p, labels=[0, 1])) if both else float("nan"),
+        precision=float(precision_score(h, p, zero_division=0)) if p.any() else None,
+        recall=float(recall_score(h, p, zero_division=0)) if h.any() else None,
+        confusion=confusion_matrix(h, p, labels=[0, 1]).tolist(),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """The `llm` judge: correctness on a 0 / 0.5 / 1 rubric and key-fact coverage, by a language model.
 
 It reads the question, the reference answer and the numbered key facts of the question file and grades
-one answer (prompt `judge_v2`, a versioned file). By default it runs on the answering model (the
-top-level `llm`) but with its own prompt; set `judge.llm` to a model config to judge with another
-model. Its reliability is measured, not assumed: `evaluation.agreement` compares its grades with
-human labels (`fixgraph label`). A malformed grade (after one retry) is "not judged" (None), never 0.
+one answer, in one call (prompt `judge_v2`, a versioned file), with a model of its own (`judge.llm`):
+a model grading its own answers is the least informative judge there is (issue 18: the 1.5B model gave
+its own answers 0.5 almost always and every key fact), so the answers run refuses a judge whose model
+is the answering one unless `allow_self` is set. Its reliability is measured, not assumed: every
+answers run judges the graded set too and records the kappa (`answer.graded`). A malformed grade
+(after one retry) is "not judged" (None), never 0.
 """
 
 from __future__ import annotations
@@ -32,38 +34,30 @@ JUDGE_SCHEMA: dict[str, Any] = {
 
 @JUDGES.register("llm")
 class LLMJudge:
+    deterministic = False
+
     def __init__(
-        self,
-        name: str = "llm",
-        prompt: str = "judge_v2",
-        max_tokens: int = 120,
-        llm: Mapping[str, Any] | None = None,
+        self, name: str, llm: Mapping[str, Any], prompt: str, max_tokens: int, allow_self: bool = False
     ) -> None:
+        if not llm:
+            raise ValueError(f"judge {name}: needs its own model, judge.llm (e.g. llm@judge.llm=qwen_coder_05b)")
         self.name = name
         self.max_tokens = max_tokens
-        self.llm_cfg = dict(llm) if llm else None
+        self.llm_cfg = dict(llm)
+        self.allow_self = allow_self  # let the answering model grade its own answers (not by default)
         self.template, self.prompt_version = load_prompt(prompt)
         self._client: Any = None
 
     @property
-    def own_model(self) -> bool:
-        """True when the judge has a model of its own (else it borrows the answering one)."""
-        return self.llm_cfg is not None
-
-    def attach(self, client: Any) -> None:
-        """Use this client (the answering model) unless the judge config names its own model."""
-        if self.llm_cfg is None:
-            self._client = client
-
-    @property
     def client(self) -> Any:
         if self._client is None:
-            if self.llm_cfg is None:
-                raise RuntimeError(f"judge {self.name}: no model; call attach() or set judge.llm")
             from fixgraph.llm.base import build_llm
 
             self._client = build_llm(self.llm_cfg)
         return self._client
+
+    def identity(self) -> str:
+        return f"llm:{self.client.identity()}:{self.prompt_version}"
 
     def prompt(self, question: Question, answer: str) -> str:
         facts = "\n".join(f"{i}. {fact}" for i, fact in enumerate(question.key_facts, start=1)) or "(none)"
@@ -89,7 +83,8 @@ class LLMJudge:
         n_facts = len(question.key_facts)
         covered = {int(i) for i in value["covered"] if 1 <= int(i) <= n_facts}  # out-of-range numbers dropped
         recall = len(covered) / n_facts if n_facts else None
-        return Judgement(float(value["correctness"]), recall, str(value.get("rationale", ""))), cost
+        rationale = str(value.get("rationale", ""))
+        return Judgement(float(value["correctness"]), recall, rationale, tuple(sorted(covered)), n_facts), cost
 
     def judge(self, question: Question, answer: str) -> Judgement:
         return self.judge_with_cost(question, answer)[0]

@@ -48,6 +48,7 @@ def _answers_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _answers(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.answer.commands import closing_lines
     from fixgraph.answer.run import run_answers
 
     if bool(args.study) != bool(args.finalist):
@@ -60,10 +61,15 @@ def _answers(args: argparse.Namespace, cfg: Any) -> int:
     result = run_answers(cfg, args.questions, args.name, track=False if args.no_track else None)
     print(f"\n{result.name}: {result.info['questions']} questions, systems {', '.join(result.info['systems'])}")
     print(result.table)
-    print(f"outputs: {result.output_dir}")
-    if result.mlflow_run_id:
-        print(f"MLflow run {result.mlflow_run_id}")
+    print("\n".join(closing_lines(result)))  # last: the judge guard's warning, when it fired
     return 0
+
+
+def _answers_words(args: argparse.Namespace) -> None:
+    from fixgraph.answer.commands import add_preset
+
+    add_preset(args)  # `answers` composes experiment=answers by default
+    question_flag_words(args)
 
 
 def _split_arguments(parser: argparse.ArgumentParser) -> None:
@@ -260,7 +266,7 @@ COMMANDS = [
         "answer, verify and judge the split's questions (answer=, judge=, llm=)",
         _answers,
         _answers_arguments,
-        take_words=question_flag_words,
+        take_words=_answers_words,
     ),
     Command(
         "split", "freeze the dev/test split of the question pool, or verify the frozen one", _split, _split_arguments

@@ -16,12 +16,18 @@ class StageCost:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0  # measured wall time, including cache lookups
+    # the backend's time for these completions when they were generated (a cached one keeps it), so a
+    # rerun from the cache still reports what the stage costs
+    model_seconds: float = 0.0
+    cached_calls: int = 0
 
     def add(self, completion: Completion, seconds: float) -> None:
         self.calls += 1
         self.input_tokens += completion.input_tokens
         self.output_tokens += completion.output_tokens
         self.seconds += seconds
+        self.model_seconds += completion.seconds
+        self.cached_calls += int(completion.cached)
 
 
 @dataclass

@@ -86,10 +86,12 @@ def serve(cfg: DictConfig) -> Service:
 @pytest.fixture(scope="module")
 def service(base_config: Callable[..., DictConfig]) -> Service:
     verdict = {"supported": True, "quote": QUOTE}
+    # verification is batched (answer.verify.batch): one call checks the answer's two (sentence, source) pairs
+    checks = {"verdicts": [{"check": 1, **verdict}, {"check": 2, **verdict}]}
     cfg = make_config(
         base_config,
         [],
-        {"responses": {"using ONLY the numbered sources": REPLY, "Does the text support the claim?": verdict}},
+        {"responses": {"using ONLY the numbered sources": REPLY, "Check each claim below": checks}},
     )
     graph_stage.build(cfg, track=False)
     return serve(cfg)
@@ -151,7 +153,7 @@ def test_ask_cites_spans_strips_foreign_numbers_and_verifies(base: str, service:
                 assert cite["span_source"] == "verifier" and cite["quote"] == QUOTE
                 assert texts[cite["doc_id"]].find(QUOTE) == cite["start"]
     assert answer["verification"]["enabled"] and answer["usage"]["answer"]["calls"] == 1
-    assert answer["usage"]["verify"]["calls"] == 2 and answer["usage"]["total_tokens"] > 0
+    assert answer["usage"]["verify"]["calls"] == 1 and answer["usage"]["total_tokens"] > 0
     assert {"retrieve_ms", "first_token_ms", "generate_ms", "verify_ms", "total_ms"} <= set(answer["latency"])
     unverified = httpx.post(f"{base}/ask", json={"question": "hub offline", "verify": False}).json()
     assert unverified["verification"]["enabled"] is False and "verify" not in unverified["usage"]

@@ -115,6 +115,60 @@ def test_agreement_command_prints_the_report(tmp_path: Path, capsys: pytest.Capt
     answers, labels = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
     write_answers(answers)
     labels.write_text(json.dumps({"item": item_id("hybrid", "q1"), "qid": "q1", "correctness": 0.0}) + "\n")
-    assert main(["agreement", "--answers", str(answers), "--labels", str(labels)]) == 0
+    assert main(["agreement", "--answers", str(answers), "--labels", str(labels), "--recorded"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["matched"] == 1 and report["exact"] == 0.0 and report["confusion"][0] == [0, 0, 1]
+
+
+def test_agreement_command_judges_the_graded_set_with_the_configured_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fixgraph.cli import main
+    from tests.conftest import FIXTURES
+
+    answers, labels = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
+    graded = [("a", "t-1", "Move the hub closer to the router.", 1.0), ("b", "t-1", "Restart the hub.", 0.0),
+              ("a", "t-3", "Close the app.", 1.0), ("b", "t-3", "Close the hub.", 0.5)]  # fmt: skip
+    answers.write_text("".join(json.dumps({"qid": q, "system": s, "answer": t, "abstained": False}) + "\n"
+                               for s, q, t, _ in graded))  # fmt: skip
+    labels.write_text("".join(json.dumps({"item": item_id(s, q), "correctness": g}) + "\n" for s, q, _, g in graded))
+    overrides = [f"answer.graded.answers={answers}", f"answer.graded.labels={labels}",
+                 f"answer.graded.questions={FIXTURES / 'questions.jsonl'}"]  # fmt: skip
+    assert main(["agreement", *overrides]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # the key-fact rules grade 1, 0, 1, 0 ("close the hub" is not "close the app"): 3 of 4 agree
+    assert report["judge"].startswith("keyfacts:lexical") and report["matched"] == 4
+    assert report["exact"] == pytest.approx(3 / 4) and report["confusion"] == [[1, 0, 0], [1, 0, 0], [0, 0, 2]]
+    assert len(report["kappa_ci"]) == 2
+    # per system (records without an llm field are labelled by system): the rules are harsher on b
+    assert report["by_system"] == {
+        "a": {"n": 2, "human": 1.0, "judge": 1.0},
+        "b": {"n": 2, "human": 0.25, "judge": 0.0},
+    }
+
+
+def test_agreement_command_estimates_the_mean_over_unlabelled_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any answers file with any label file: the judge grades every answer, people a part of them, and
+    the prediction-powered mean uses the judge's grades of the rest."""
+    from fixgraph.cli import main
+    from tests.conftest import FIXTURES
+
+    answers, labels = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
+    graded = [("a", "t-1", "Move the hub closer to the router."), ("b", "t-1", "Restart the hub."),
+              ("a", "t-3", "Close the app."), ("b", "t-3", "Close the hub."),
+              ("c", "t-1", "Move the hub closer to the router."), ("c", "t-3", "Close the app.")]  # fmt: skip
+    answers.write_text("".join(json.dumps({"qid": q, "system": s, "answer": t, "abstained": False}) + "\n"
+                               for s, q, t in graded))  # fmt: skip
+    human = {("a", "t-1"): 1.0, ("b", "t-1"): 0.0, ("a", "t-3"): 1.0, ("b", "t-3"): 0.5}
+    labels.write_text(
+        "".join(json.dumps({"item": item_id(s, q), "correctness": g}) + "\n" for (s, q), g in human.items())
+    )
+    args = ["--answers", str(answers), "--labels", str(labels), "--questions", str(FIXTURES / "questions.jsonl")]
+    assert main(["agreement", *args]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matched"] == 4
+    ppi = report["ppi"]
+    assert ppi is not None and ppi["labelled"] == 4 and ppi["unlabelled"] == 2
+    assert ppi["low"] <= ppi["mean"] <= ppi["high"]

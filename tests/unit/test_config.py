@@ -15,6 +15,7 @@ from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.sources import build_corpus
 from fixgraph.embedders.encoders import build_embedder
 from fixgraph.evaluation.judge import build_judge
+from fixgraph.evaluation.keyfacts import build_keyfact_matcher
 from fixgraph.evaluation.splits import SPLITS, build_split
 from fixgraph.experiment.runners import build_experiment
 from fixgraph.experiment.sweep_spec import build_sweep
@@ -46,6 +47,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "ontology": build_ontology,
     "llm": build_llm,
     "judge": build_judge,
+    "keyfacts": build_keyfact_matcher,
     "answer": build_answerer,
     "split": build_split,
     "experiment": build_experiment,

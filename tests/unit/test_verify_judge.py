@@ -84,7 +84,12 @@ def test_verifier_records_cost_and_handles_unknown_chunks() -> None:
 
 def test_verifier_uses_its_own_model_when_configured() -> None:
     answering = client()
-    own = {"name": "fake", "kind": "fake", "model": "checker", "default": {"supported": True, "quote": "Switch"}}
+    own = {
+        "name": "fake",
+        "kind": "fake",
+        "model": "checker",
+        "default": {"supported": True, "quote": "Switch Bluetooth off"},
+    }
     verifier, enabled = build_verifier({"enabled": False, "quote_min": 80, "llm": own}, answering)
     assert not enabled and verifier.own_model and verifier.quote_min == 80
     assert verifier.llm is not answering and verifier.llm.identity() == "fake:checker"
@@ -94,12 +99,22 @@ def test_verifier_uses_its_own_model_when_configured() -> None:
     assert default.llm is answering and not default.own_model
 
 
+FAKE_JUDGE_LLM = {"name": "fake", "kind": "fake", "model": "judge"}
+
+
+def llm_judge(reply_client: LLMClient | None = None) -> LLMJudge:
+    judge = LLMJudge("llm", FAKE_JUDGE_LLM, "judge_v2", 60)
+    if reply_client is not None:
+        judge._client = reply_client  # scripted replies instead of the configured fake's default
+    return judge
+
+
 def test_judge_grades_and_counts_key_facts() -> None:
-    judge = LLMJudge()
-    judge.attach(client(json.dumps({"correctness": 0.5, "covered": [2, 7, 2], "rationale": "partly"})))
+    judge = llm_judge(client(json.dumps({"correctness": 0.5, "covered": [2, 7, 2], "rationale": "partly"})))
     judgement, cost = judge.judge_with_cost(QUESTION, "Click Remove Device.")
     assert judgement.correctness == 0.5
     assert judgement.key_fact_recall == 1 / 2  # fact 2 (twice) counted once; 7 is not a fact
+    assert judgement.covered == (2,) and judgement.n_facts == 2
     assert cost.calls == 1
     prompt = judge.client.backend.requests[0]["prompt"]
     assert "1. open the Bluetooth panel\n2. click Remove Device" in prompt and QUESTION.answer in prompt
@@ -107,19 +122,17 @@ def test_judge_grades_and_counts_key_facts() -> None:
 
 @pytest.mark.parametrize("bad", ['{"correctness": 0.7, "covered": []}', "grade: 1", '{"covered": [1]}'])
 def test_malformed_judgement_is_not_judged_rather_than_zero(bad: str) -> None:
-    judge = LLMJudge()
-    judge.attach(client(bad, bad))
+    judge = llm_judge(client(bad, bad))
     judgement, cost = judge.judge_with_cost(QUESTION, "anything")
     assert judgement.correctness is None and judgement.key_fact_recall is None
     assert cost.calls == 2  # first try + one retry with the validation error
 
 
-def test_judge_uses_its_own_model_when_configured() -> None:
-    judge = LLMJudge(llm={"name": "fake", "kind": "fake", "default": {"correctness": 1, "covered": [1]}})
-    judge.attach(client())  # ignored: the judge has a model of its own
-    assert judge.own_model and judge.judge(QUESTION, "x").correctness == 1.0
-    with pytest.raises(RuntimeError, match="no model"):
-        _ = LLMJudge().client
+def test_llm_judge_needs_a_model_of_its_own() -> None:
+    judge = llm_judge()  # builds its own client from judge.llm
+    assert judge.client.identity() == "fake:judge" and judge.identity().startswith("llm:fake:judge:judge_v2@")
+    with pytest.raises(ValueError, match=r"needs its own model, judge.llm"):
+        LLMJudge("llm", {}, "judge_v2", 60)
 
 
 def test_abstentions_are_graded_by_rule() -> None:
