@@ -164,7 +164,7 @@ def test_walk_through_sweep_finalists_test_answers_on_one_system(
     best = study.best_trial
     assert record["config"]["systems"][finalist] == best.user_attrs["system_config"]
     assert main(["test", *base, "--study", "loop"]) == 0
-    assert main(["answers", "--study", "loop", "--finalist", finalist, *base, "--no-track"]) == 0
+    assert main(["answers", "--study", "loop", "--finalist", finalist, *base, "llm=fake", "--no-track"]) == 0
     out = capsys.readouterr().out
     answers_dir = next(Path(str(cfg.paths.artifacts)).glob("eval/*/answers_*"))
     systems = {json.loads(line)["system"] for line in (answers_dir / "answers.jsonl").read_text().splitlines()}
