@@ -33,10 +33,10 @@ def test_real_model_answers_verifies_and_judges(fixture_config: Callable[..., Di
             "llm=qwen_coder_05b",
             f"llm.model_dir={REPO / 'models'}",
             "answer.max_questions=2",
+            "answer.systems=[hybrid]",
             "answer.max_chunks=2",
             "answer.max_tokens=80",
             "answer.ragas.enabled=false",
-            "judge.max_tokens=40",
         ]
     )
     result = run_answers(cfg)
