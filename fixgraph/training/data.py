@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fixgraph.config import ConfigError
-from fixgraph.io import sha256_text, stable_hash, tree_hash
+from fixgraph.io import RUN_DIR, sha256_text, stable_hash, tree_hash
 
 T = TypeVar("T")
 TRAIN, VALIDATION = "train", "validation"
-MARKERS = ("stage.json",)  # written by run_stage next to the data; holds timings
+MARKERS = ("stage.json",)  # written by run_stage next to the data (timings go to its _run/ folder, also skipped)
 
 
 def settings_from(cls: type[T], values: Mapping[str, Any] | None, label: str) -> T:
@@ -92,4 +92,5 @@ def data_hash(folder: Path) -> str:
     holds timings: what the model card records. `datasets` writes the same bytes for the same rows, so
     equal data gives an equal hash."""
     _, files = tree_hash(folder, "**/*")
-    return stable_hash({name: digest for name, digest in files.items() if name not in MARKERS})
+    kept = {name: digest for name, digest in files.items() if name not in MARKERS and name.split("/")[0] != RUN_DIR}
+    return stable_hash(kept)

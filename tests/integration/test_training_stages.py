@@ -107,6 +107,7 @@ def test_qlora_tiny_run_on_the_real_model(fixture_config: Callable[..., DictConf
             "training.trainers.qwen_coder_05b_qlora_tiny.data.max_examples=6",
             "training.trainers.qwen_coder_05b_qlora_tiny.max_length=384",
             "training.trainers.qwen_coder_05b_qlora_tiny.fit.max_steps=3",
+            "training.trainers.qwen_coder_05b_qlora_tiny.fit.epochs=3",  # few train examples survive the length cap
             "training.trainers.qwen_coder_05b_qlora_tiny.fit.val_every_steps=3",
         ]
     )
