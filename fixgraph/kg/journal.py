@@ -10,13 +10,12 @@ identity, chunk set), so a changed config never resumes from stale work.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from fixgraph.corpus.models import Chunk
+from fixgraph.journal import JsonlJournal
 from fixgraph.kg.extract import GraphRecord
 
 
@@ -26,46 +25,14 @@ class ChunkResult:
     usage: dict[str, int] = field(default_factory=dict)  # LLM tokens spent on this chunk
 
 
-class ExtractionJournal:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[str] | None = None
-
-    def load(self) -> dict[str, ChunkResult]:
-        """Results of every chunk already journaled; truncates a torn last line."""
-        done: dict[str, ChunkResult] = {}
-        if not self.path.exists():
-            return done
-        good_end = 0
-        with open(self.path, "rb") as fh:
-            for raw in fh:
-                if not raw.endswith(b"\n"):
-                    break  # torn write of a killed run
-                try:
-                    entry = json.loads(raw)
-                except json.JSONDecodeError:
-                    break
-                records = [GraphRecord.model_validate(r) for r in entry["records"]]
-                done.setdefault(entry["chunk_id"], ChunkResult(records, entry.get("usage", {})))
-                good_end += len(raw)
-        if good_end < self.path.stat().st_size:
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
-        return done
+class ExtractionJournal(JsonlJournal[ChunkResult]):
+    def decode(self, raw: bytes) -> tuple[str, ChunkResult]:
+        entry = json.loads(raw)
+        records = [GraphRecord.model_validate(r) for r in entry["records"]]
+        return entry["chunk_id"], ChunkResult(records, entry.get("usage", {}))
 
     def append(self, chunk_id: str, result: ChunkResult) -> None:
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
-        entry = {"chunk_id": chunk_id, "records": [r.model_dump() for r in result.records], "usage": result.usage}
-        self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        self.write({"chunk_id": chunk_id, "records": [r.model_dump() for r in result.records], "usage": result.usage})
 
 
 def run_journaled(

@@ -15,18 +15,18 @@ retrievers read it through `ExpansionTexts` (`expansion:` in their config).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fixgraph.corpus.models import Chunk
 from fixgraph.io import atomic_path
+from fixgraph.journal import JsonlJournal
 from fixgraph.llm.structured import StructuredOutputError
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -82,45 +82,17 @@ def clean_questions(raw: Sequence[Any], chunk_text: str, n: int) -> tuple[list[s
     return kept, len(raw) - len(kept)
 
 
-class ExpansionJournal:
+class ExpansionJournal(JsonlJournal[Expansion]):
     """One fsynced JSON line per finished chunk; a torn last line (killed run) is cut off on load."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[str] | None = None
+    torn_errors = (json.JSONDecodeError, TypeError)
 
-    def load(self) -> dict[str, Expansion]:
-        done: dict[str, Expansion] = {}
-        if not self.path.exists():
-            return done
-        good_end = 0
-        with open(self.path, "rb") as fh:
-            for raw in fh:
-                if not raw.endswith(b"\n"):
-                    break
-                try:
-                    entry = Expansion(**json.loads(raw))
-                except (json.JSONDecodeError, TypeError):
-                    break
-                done.setdefault(entry.chunk_id, entry)
-                good_end += len(raw)
-        if good_end < self.path.stat().st_size:
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
-        return done
+    def decode(self, raw: bytes) -> tuple[str, Expansion]:
+        entry = Expansion(**json.loads(raw))
+        return entry.chunk_id, entry
 
     def append(self, expansion: Expansion) -> None:
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
-        self._fh.write(json.dumps(asdict(expansion), ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        self.write(asdict(expansion))
 
 
 def expand_chunk(chunk: Chunk, llm: Any, template: Any, version: str, n: int, max_tokens: int) -> Expansion:
