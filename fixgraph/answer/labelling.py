@@ -54,16 +54,23 @@ class Label:
     qid: str | None = None
 
 
-def _lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+def json_lines(path: Path) -> Iterable[tuple[int, Any]]:
+    """(line number, decoded value) of each non-blank line; a missing file has none. Bad JSON is a
+    LabelFileError naming file:line."""
     if not path.exists():
         return
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise LabelFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        yield lineno, value
+
+
+def _lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    for lineno, record in json_lines(path):
         if not isinstance(record, dict):
             raise LabelFileError(f"{path}:{lineno}: expected a JSON object")
         yield lineno, record

@@ -15,7 +15,6 @@ of those sentences by the verifier and by the person.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from fixgraph.answer.labelling import (
     LabelFileError,
     agreement_report,
     answer_item,
+    json_lines,
     judge_records,
     load_labels,
     read_answers,
@@ -43,13 +43,7 @@ def load_claims(path: Path) -> dict[str, bool]:
     if not path.exists():
         raise LabelFileError(f"{path}: claims file not found")
     claims: dict[str, bool] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LabelFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for lineno, record in json_lines(path):
         if not isinstance(record, dict) or not isinstance(record.get("supported"), bool) or "claim" not in record:
             raise LabelFileError(f"{path}:{lineno}: a claim needs 'claim' and a boolean 'supported'")
         claims[str(record["claim"])] = record["supported"]
