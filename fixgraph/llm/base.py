@@ -141,6 +141,18 @@ def chat_messages(prompt: str, system: str | None) -> list[dict[str, str]]:
     return [*messages, {"role": "user", "content": prompt}]
 
 
+def chat_fields(prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The request fields every OpenAI-style chat API shares (None where a parameter is not set)."""
+    return {
+        "messages": chat_messages(prompt, params.get("system")),
+        "temperature": params.get("temperature"),
+        "max_tokens": params.get("max_tokens"),
+        "seed": params.get("seed"),
+        "top_p": params.get("top_p"),
+        "stop": params.get("stop"),
+    }
+
+
 def drop_none(params: dict[str, Any], keys: Sequence[str] = ()) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None and k not in keys}
 

@@ -70,41 +70,56 @@ class LLMClient:
             return self._identity
 
     def complete(self, prompt: str, stage: str = "default", **params: Any) -> Completion:
-        request = {**self.generation, **params}
-        key = ""
-        cache = self.cache
-        if cache is not None:
-            key = cache_key(self.kind, self.identity(), request, prompt)
-            hit = cache.get(key)
-            if hit is not None:
-                self.usage.record(stage, hit)
-                return hit
+        request, cache, key, hit = self._lookup(prompt, stage, params)
+        if hit is not None:
+            return hit
         with self._slots:
             self.last_activity = time.monotonic()
             completion = self.backend.complete(prompt, **request)
             self.last_activity = time.monotonic()
+        self._record(stage, cache, key, request, prompt, completion)
+        return completion
+
+    def _lookup(
+        self, prompt: str, stage: str, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], LLMCache | None, str, Completion | None]:
+        """The request (config defaults, then `params`), the cache, the request's cache key ("" without a
+        cache) and its cached reply if there is one (counted for `stage`)."""
+        request = {**self.generation, **params}
+        cache = self.cache
+        if cache is None:
+            return request, None, "", None
+        key = cache_key(self.kind, self.identity(), request, prompt)
+        hit = cache.get(key)
+        if hit is not None:
+            self.usage.record(stage, hit)
+        return request, cache, key, hit
+
+    def _record(
+        self,
+        stage: str,
+        cache: LLMCache | None,
+        key: str,
+        request: dict[str, Any],
+        prompt: str,
+        completion: Completion,
+    ) -> None:
+        """Cache a fresh reply and count it for `stage`."""
         if cache is not None:
             cache.put(key, self.kind, self.identity(), request, prompt, completion)
         self.usage.record(stage, completion)
-        return completion
 
     def stream(self, prompt: str, stage: str = "default", **params: Any) -> Iterator[StreamItem]:
         """Text deltas as the backend produces them, then the whole reply's Completion (cached and
         counted like `complete`). A cached reply comes back as one delta; a backend that cannot stream
         answers in one piece. Closing the iterator early stops the backend and frees its slot; a reply
         cut short is neither cached nor counted as complete (its tokens so far are not known)."""
-        request = {**self.generation, **params}
-        key = ""
-        cache = self.cache
-        if cache is not None:
-            key = cache_key(self.kind, self.identity(), request, prompt)
-            hit = cache.get(key)
-            if hit is not None:
-                self.usage.record(stage, hit)
-                if hit.text:
-                    yield hit.text
-                yield hit
-                return
+        request, cache, key, hit = self._lookup(prompt, stage, params)
+        if hit is not None:
+            if hit.text:
+                yield hit.text
+            yield hit
+            return
         backend_stream = getattr(self.backend, "stream", None)
         completion: Completion | None = None
         with self._slots:
@@ -126,9 +141,7 @@ class LLMClient:
                     source.close()  # early close (client gone): stop the backend before freeing the slot
         if completion is None:
             raise LLMError(f"llm {self.name}: the stream ended without a final completion")
-        if cache is not None:
-            cache.put(key, self.kind, self.identity(), request, prompt, completion)
-        self.usage.record(stage, completion)
+        self._record(stage, cache, key, request, prompt, completion)
         yield completion
 
     def complete_json(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from fixgraph.llm.base import LLMError, LLMUnavailableError
+
+
+def unreachable(backend: str, url: str, exc: Exception) -> LLMUnavailableError:
+    return LLMUnavailableError(
+        f"llm backend {backend}: cannot reach the server at {url} ({exc}); is it running? "
+        "Set llm.base_url (or llm.host) to where it listens."
+    )
 
 
 def request_json(
@@ -17,10 +25,7 @@ def request_json(
     try:
         response = httpx.request(method, url, json=payload, timeout=timeout_s, **kw)
     except httpx.ConnectError as exc:
-        raise LLMUnavailableError(
-            f"llm backend {backend}: cannot reach the server at {url} ({exc}); is it running? "
-            "Set llm.base_url (or llm.host) to where it listens."
-        ) from exc
+        raise unreachable(backend, url, exc) from exc
     except httpx.TimeoutException as exc:
         raise LLMError(f"llm backend {backend}: no answer from {url} within {timeout_s:g}s (llm.timeout_s)") from exc
     if response.status_code >= 400:
@@ -50,11 +55,20 @@ def stream_lines(
                 if line.strip():
                     yield line
     except httpx.ConnectError as exc:
-        raise LLMUnavailableError(
-            f"llm backend {backend}: cannot reach the server at {url} ({exc}); is it running? "
-            "Set llm.base_url (or llm.host) to where it listens."
-        ) from exc
+        raise unreachable(backend, url, exc) from exc
     except httpx.TimeoutException as exc:
         raise LLMError(f"llm backend {backend}: {url} sent nothing for {timeout_s:g}s (llm.timeout_s)") from exc
     except httpx.HTTPError as exc:  # the server dropped the connection mid-reply
         raise LLMError(f"llm backend {backend}: the stream from {url} broke off ({type(exc).__name__})") from exc
+
+
+def stream_chunk(text: str, url: str, backend: str, what: str) -> dict[str, Any]:
+    """One streamed JSON object (`what` names it in the error: "an event", "a line"); a bad one, or one
+    that reports an error, is an LLMError."""
+    try:
+        chunk: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LLMError(f"llm backend {backend}: {url} streamed {what} that is not JSON: {text[:120]!r}") from exc
+    if chunk.get("error"):
+        raise LLMError(f"llm backend {backend}: {url} reported: {str(chunk['error'])[:300]}")
+    return chunk

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_messages, drop_none
+from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_fields, drop_none
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
 
@@ -121,12 +121,7 @@ def chat_request(prompt: str, params: dict[str, Any]) -> dict[str, Any]:
     schema = params.get("schema")
     return drop_none(
         {
-            "messages": chat_messages(prompt, params.get("system")),
-            "temperature": params.get("temperature"),
-            "max_tokens": params.get("max_tokens"),
-            "seed": params.get("seed"),
-            "top_p": params.get("top_p"),
-            "stop": params.get("stop"),
+            **chat_fields(prompt, params),
             "response_format": {"type": "json_object", "schema": schema} if schema is not None else None,
         }
     )

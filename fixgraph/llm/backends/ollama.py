@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from fixgraph.llm.backends.http import request_json, stream_lines
+from fixgraph.llm.backends.http import request_json, stream_chunk, stream_lines
 from fixgraph.llm.base import LLMS, Completion, LLMError, LLMUnavailableError, StreamItem, chat_messages, drop_none
 
 
@@ -79,14 +78,7 @@ class OllamaLLM:
         url = f"{self.host}/api/chat"
         parts: list[str] = []
         for line in stream_lines(url, self.kind, self.timeout_s, self._payload(prompt, params, True)):
-            try:
-                chunk = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LLMError(
-                    f"llm backend {self.kind}: {url} streamed a line that is not JSON: {line[:120]!r}"
-                ) from exc
-            if chunk.get("error"):
-                raise LLMError(f"llm backend {self.kind}: {url} reported: {str(chunk['error'])[:300]}")
+            chunk = stream_chunk(line, url, self.kind, "a line")
             delta = str((chunk.get("message") or {}).get("content") or "")
             if delta:
                 parts.append(delta)

@@ -8,14 +8,13 @@ Servers differ in how they accept a JSON schema, so `schema_mode` says which dia
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from fixgraph.io import stable_hash
-from fixgraph.llm.backends.http import request_json, stream_lines
-from fixgraph.llm.base import LLMS, Completion, LLMError, LLMUnavailableError, StreamItem, chat_messages, drop_none
+from fixgraph.llm.backends.http import request_json, stream_chunk, stream_lines
+from fixgraph.llm.base import LLMS, Completion, LLMError, LLMUnavailableError, StreamItem, chat_fields, drop_none
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 
@@ -68,12 +67,7 @@ class OpenAICompatibleLLM:
         return drop_none(
             {
                 "model": self.model or None,
-                "messages": chat_messages(prompt, params.get("system")),
-                "temperature": params.get("temperature"),
-                "max_tokens": params.get("max_tokens"),
-                "seed": params.get("seed"),
-                "top_p": params.get("top_p"),
-                "stop": params.get("stop"),
+                **chat_fields(prompt, params),
                 "response_format": response_format(params.get("schema"), self.schema_mode),
             }
         )
@@ -123,14 +117,7 @@ class OpenAICompatibleLLM:
                     model=model,
                 )
                 return
-            try:
-                chunk = json.loads(data)
-            except json.JSONDecodeError as exc:
-                raise LLMError(
-                    f"llm backend {self.kind}: {url} streamed an event that is not JSON: {data[:120]!r}"
-                ) from exc
-            if chunk.get("error"):
-                raise LLMError(f"llm backend {self.kind}: {url} reported: {str(chunk['error'])[:300]}")
+            chunk = stream_chunk(data, url, self.kind, "an event")
             usage = chunk.get("usage") or usage
             model = str(chunk.get("model") or model)
             for choice in chunk.get("choices") or []:
