@@ -21,7 +21,7 @@ import numpy as np
 
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.store import read_documents
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, write_chunk_ids
+from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
 from fixgraph.retrieval.ppr import min_max, personalized_pagerank
 
 DEFAULT_LINK_WEIGHTS = {"guide": 0.5, "seealso": 1.0, "inline": 1.0, "next": 0.5}
@@ -67,12 +67,10 @@ class _LinkLayerBase:
         self.traces: dict[str, dict[str, Any]] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.first_stage.build(chunks, workdir / "first_stage")
-        write_chunk_ids(workdir, chunks)
+        build_first_stage(self.first_stage, chunks, workdir)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        check_chunk_ids(workdir, chunks)
-        self.first_stage.load(chunks, workdir / "first_stage")
+        load_first_stage(self.first_stage, chunks, workdir)
         if not self.documents_path.exists():
             raise FileNotFoundError(f"{self.documents_path} not found; run `fixgraph ingest` first")
         documents = read_documents(self.documents_path)

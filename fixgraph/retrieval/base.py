@@ -28,6 +28,19 @@ def check_chunk_ids(workdir: Path, chunks: Sequence[Chunk]) -> None:
         raise ValueError(f"{workdir}: index was built for other chunks; rebuild it")
 
 
+def build_first_stage(first_stage: Retriever, chunks: Sequence[Chunk], workdir: Path) -> None:
+    """`build` of a retriever that wraps a first stage: the first stage's index under
+    workdir/first_stage, and the chunk ids."""
+    first_stage.build(chunks, workdir / "first_stage")
+    write_chunk_ids(workdir, chunks)
+
+
+def load_first_stage(first_stage: Retriever, chunks: Sequence[Chunk], workdir: Path) -> None:
+    """The counterpart of `build_first_stage`: check the chunk ids, then load the first stage."""
+    check_chunk_ids(workdir, chunks)
+    first_stage.load(chunks, workdir / "first_stage")
+
+
 @dataclass(frozen=True)
 class Hit:
     chunk_id: str

@@ -36,7 +36,7 @@ import pandas as pd
 
 from fixgraph.corpus.models import Chunk
 from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, write_chunk_ids
+from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
 
 CONTEXTS = ("condition", "sentence", "anchor")
 
@@ -89,12 +89,10 @@ class LinkExpansionRetriever:
         self.last_timings: dict[str, float] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.first_stage.build(chunks, workdir / "first_stage")
-        write_chunk_ids(workdir, chunks)
+        build_first_stage(self.first_stage, chunks, workdir)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        check_chunk_ids(workdir, chunks)
-        self.first_stage.load(chunks, workdir / "first_stage")
+        load_first_stage(self.first_stage, chunks, workdir)
         for path, step in ((self.links_path, "ingest"), (self.documents_path, "ingest")):
             if not path.exists():
                 raise FileNotFoundError(f"{path} not found; run `fixgraph {step}` first")

@@ -27,7 +27,16 @@ import numpy as np
 from fixgraph.corpus.models import Chunk
 from fixgraph.embedders.encoders import build_embedder
 from fixgraph.kg.loaders import passage_node, to_igraph
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever, check_chunk_ids, hits_from_scores, write_chunk_ids
+from fixgraph.retrieval.base import (
+    RETRIEVERS,
+    Hit,
+    build_first_stage,
+    build_retriever,
+    check_chunk_ids,
+    hits_from_scores,
+    load_first_stage,
+    write_chunk_ids,
+)
 from fixgraph.retrieval.entity_linking import EntityLinker, Seed
 from fixgraph.retrieval.graph_index import GraphIndex, load_graph_index
 
@@ -219,12 +228,10 @@ class HippoRAG2Retriever(_GraphRetrieverBase):
         self.passage_vertices = np.zeros(0, dtype=np.int64)
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.first_stage.build(chunks, workdir / "first_stage")
-        write_chunk_ids(workdir, chunks)
+        build_first_stage(self.first_stage, chunks, workdir)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        check_chunk_ids(workdir, chunks)
-        self.first_stage.load(chunks, workdir / "first_stage")
+        load_first_stage(self.first_stage, chunks, workdir)
         index = self._load_graph(chunks)
         graph = to_igraph(index.store, passages=index.chunk_ids, passage_edge_weight=self.passage_edge_weight)
         self.graph = self._edges_with_synonyms(graph)
