@@ -3,25 +3,15 @@ corpus, closed book vs hybrid. Skipped, saying why, without llama-cpp-python or 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
-from pathlib import Path
 
-import pytest
 from omegaconf import DictConfig
 
-from fixgraph.llm.gguf import model_path
+from tests.conftest import REPO
+from tests.integration.conftest import REAL_MODEL
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-GGUF = model_path(MODEL, REPO / "models")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed"),
-    pytest.mark.skipif(not GGUF.exists(), reason=f"model not assembled: fixgraph llm assemble {MODEL}"),
-]
+pytestmark = REAL_MODEL
 
 
 def test_real_model_answers_verifies_and_judges(fixture_config: Callable[..., DictConfig]) -> None:

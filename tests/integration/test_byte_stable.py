@@ -14,19 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import REPO
+from tests.integration.conftest import SMALL_PROJECT, copy_repository, make_project
 
-SMALL = [
-    "corpus=mallard_folder",
-    "corpus.snapshot_dir=data/mallard_folder",
-    "embedder=hashing",
-    "splitting.pool=benchmarks/small/pool.jsonl",
-    "splitting.file=benchmarks/small/split.json",
-    "evaluation.min_gold_coverage=0.9",
-    "evaluation.bootstrap.resamples=200",
-    "comparison.permutations=999",
-    "tracking.enabled=false",
-]
+SMALL = [*SMALL_PROJECT, "tracking.enabled=false"]
 OUTPUTS = ["corpus", "chunks", "graph", "indexes", "eval", "metrics"]  # artifacts/<x>/mallard_folder
 
 
@@ -37,13 +28,6 @@ def digests(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file() and "_run" not in p.relative_to(folder).parts
     }
-
-
-def make_project(root: Path) -> Path:
-    shutil.copytree(FIXTURES / "mallard", root / "data" / "mallard_folder")
-    (root / "benchmarks" / "small").mkdir(parents=True)
-    shutil.copy(FIXTURES / "protocol_questions.jsonl", root / "benchmarks" / "small" / "pool.jsonl")
-    return root
 
 
 def build_all(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,13 +81,9 @@ def test_dvc_repro_leaves_dvc_lock_unchanged(tmp_path: Path) -> None:
         assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         return done.stdout
 
-    files = sh(REPO, "git", "ls-files", "-co", "--exclude-standard").splitlines()
     locks = []
     for clone in (tmp_path / "a", tmp_path / "deeper" / "b"):
-        for name in files:
-            if (REPO / name).is_file() and name != "data.dvc":
-                (clone / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / name, clone / name)
+        copy_repository(clone)
         make_project(clone)
         sh(clone, "fixgraph", "params", *[o for o in SMALL if not o.startswith("tracking")], "tracking.enabled=false")
         if locks:  # the second clone starts with a warm chunk cache and the same frozen split (committed in a

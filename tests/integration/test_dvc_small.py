@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, REPO
+from tests.integration.conftest import SMALL_PROJECT, copy_repository, make_project
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-SMALL = [
-    "corpus=mallard_folder",
-    "corpus.snapshot_dir=data/mallard_folder",
-    "embedder=hashing",
-    "splitting.pool=benchmarks/small/pool.jsonl",
-    "splitting.file=benchmarks/small/split.json",
-    "evaluation.min_gold_coverage=0.9",
-    "evaluation.bootstrap.resamples=200",
-    "comparison.permutations=999",
-    "comparison.plots=false",
-]
+SMALL = [*SMALL_PROJECT, "comparison.plots=false"]
 
 
 def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
@@ -47,16 +36,8 @@ def ran(done: subprocess.CompletedProcess[str]) -> set[str]:
 
 def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     root = tmp_path / "project"
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    for name in files:
-        if (REPO / name).is_file() and name != "data.dvc":  # data.dvc pins GNOME Help, not this corpus
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
-    shutil.copytree(FIXTURES / "mallard", root / "data" / "mallard_folder")
-    (root / "benchmarks" / "small").mkdir(parents=True)
-    shutil.copy(FIXTURES / "protocol_questions.jsonl", root / "benchmarks" / "small" / "pool.jsonl")
+    copy_repository(root)
+    make_project(root)
     sh(root, "fixgraph", "params", *SMALL)
     sh(root, "git", "init", "-q")
     sh(root, "git", "add", "-A")

@@ -6,7 +6,6 @@ Both need `pip install -e '.[llm]'` (compiles llama.cpp) and the 0.5B model asse
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -17,19 +16,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from fixgraph.llm.gguf import CATALOG, model_path
+from fixgraph.llm.gguf import CATALOG
+from tests.conftest import REPO
+from tests.integration.conftest import GGUF, MODEL, REAL_MODEL
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-GGUF = model_path(MODEL, REPO / "models")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed: pip install -e '.[llm]'"
-    ),
-    pytest.mark.skipif(not GGUF.exists(), reason=f"model not assembled: fixgraph llm assemble {MODEL}"),
-]
+pytestmark = REAL_MODEL
 
 SCHEMA = {
     "type": "object",

@@ -4,30 +4,21 @@ stops decoding. Skipped, saying why, without llama-cpp-python or the assembled m
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Callable
 
 import httpx
-import pytest
 from omegaconf import DictConfig
 
-from fixgraph.llm.gguf import model_path
 from fixgraph.serve.app import create_app
 from fixgraph.serve.service import Service
 from fixgraph.serve.settings import build_settings
 from fixgraph.serve.source import composed
 from tests.conftest import REPO
+from tests.integration.conftest import REAL_MODEL
 from tests.serve_helpers import running, sse_events, stream, wait_for
 
-MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-GGUF = model_path(MODEL, REPO / "models")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed"),
-    pytest.mark.skipif(not GGUF.exists(), reason=f"model not assembled: fixgraph llm assemble {MODEL}"),
-]
+pytestmark = REAL_MODEL
 
 
 def test_real_model_streams_a_cited_answer_and_stops_when_the_client_leaves(

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixgraph.corpus.models import Chunk
 from fixgraph.embedders.encoders import HashingEmbedder
 from fixgraph.llm.base import FakeLLM
 from fixgraph.llm.client import LLMClient
@@ -22,27 +21,14 @@ from fixgraph.retrieval.expansion import (
     read_expansions,
     write_expansions,
 )
+from tests.unit.conftest import toy_chunks
 
 TEXTS = {
     "a": "Reset the hub with a paper clip. Hold the reset button for ten seconds.",
     "b": "The status light blinks amber when the router is out of reach.",
     "c": "Widgets drain their battery when the monitor app polls them.",
 }
-CHUNKS = [
-    Chunk(
-        id=cid,
-        doc_id=cid,
-        start=0,
-        end=len(t),
-        text=t,
-        title="",
-        heading_path=[],
-        section="",
-        n_tokens=1,
-        content_hash=cid,
-    )
-    for cid, t in TEXTS.items()
-]
+CHUNKS = toy_chunks(TEXTS)
 QUESTIONS = {"a": ["my wifi box is frozen what now"], "b": ["why is the little lamp orange"], "c": []}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,12 @@ import pandas as pd
 import pytest
 
 from fixgraph.config import compose, to_dict
-from fixgraph.corpus.models import Chunk, Document, Link
+from fixgraph.corpus.models import Document, Link
 from fixgraph.corpus.store import write_documents
 from fixgraph.embedders.encoders import HashingEmbedder
 from fixgraph.io import write_json
 from fixgraph.kg.store import EDGE_COLUMNS, MENTION_COLUMNS, NODE_COLUMNS, GraphStore
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
+from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.ppr import min_max
 from tests.kg_helpers import chunk
 
@@ -188,24 +187,6 @@ def test_typed_paths_follow_only_schema_valid_hops(tmp_path: Path) -> None:
     assert {h.chunk_id for h in one_hop.search("my earbuds stay paired", 10)} == {C1}
 
 
-@RETRIEVERS.register("test_scripted")
-class ScriptedRetriever:
-    """A first stage that returns fixed hits."""
-
-    def __init__(self, name: str = "test_scripted", hits: Sequence[Sequence[Any]] = (), **_: Any) -> None:
-        self.name = name
-        self.hits = [Hit(str(c), float(s)) for c, s in hits]
-
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-
-    def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        pass
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.hits[:k]
-
-
 def _docs(tmp_path: Path) -> Path:
     def doc(i: int, links: list[tuple[str, str]]) -> Document:
         return Document(
@@ -224,7 +205,7 @@ def _docs(tmp_path: Path) -> Path:
 
 
 def test_link_prior_lifts_the_page_the_other_top_hits_link_to(tmp_path: Path) -> None:
-    channel = {"kind": "test_scripted", "hits": [[C1, 3.0], [C2, 2.0], [C3, 1.0], [C4, 0.5]]}
+    channel = {"kind": "test_fixed_hits", "hits": [[C1, 3.0], [C2, 2.0], [C3, 1.0], [C4, 0.5]]}
     retriever = _retriever(
         tmp_path, "link_prior", first_stage=channel, documents=str(_docs(tmp_path)), rerank_depth=3, weight=0.8
     )
@@ -236,7 +217,7 @@ def test_link_prior_lifts_the_page_the_other_top_hits_link_to(tmp_path: Path) ->
 
 def test_article_links_reach_linked_pages_and_mix_scores(tmp_path: Path) -> None:
     docs = str(_docs(tmp_path))
-    channel = {"kind": "test_scripted", "hits": [[C1, 3.0], [C4, 1.0]]}
+    channel = {"kind": "test_fixed_hits", "hits": [[C1, 3.0], [C4, 1.0]]}
     only_first = _retriever(tmp_path, "article_links", first_stage=channel, documents=docs, mix=0.0)
     assert [h.chunk_id for h in only_first.search("q", 2)] == [C1, C4]
     only_links = _retriever(tmp_path, "article_links", first_stage=channel, documents=docs, mix=1.0)
@@ -274,7 +255,7 @@ def test_entity_linking_by_alias_and_by_embedding(tmp_path: Path) -> None:
 def test_hipporag2_seeds_passages_from_any_first_stage(tmp_path: Path) -> None:
     # a first stage without full score vectors seeds its top hits, scaled by ppr.min_max (whose floor is
     # 0: 4 -> 1, 2 -> 0.5) into (0, 1]: x 0.999 + 0.001; chunks it did not return get 0
-    channel = {"kind": "test_scripted", "hits": [[C3, 4.0], [C1, 2.0]]}
+    channel = {"kind": "test_fixed_hits", "hits": [[C3, 4.0], [C1, 2.0]]}
     retriever = _retriever(tmp_path, "ppr_hipporag2", first_stage=channel)
     seeded = [0.5 * 0.999 + 0.001, 0.0, 1.0, 0.0]
     assert retriever.passage_scores(QUERY) == pytest.approx(seeded)

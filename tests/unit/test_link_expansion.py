@@ -11,10 +11,10 @@ import pytest
 
 from fixgraph.config import ConfigError, compose, to_dict
 from fixgraph.corpus.linkgraph import build_link_graph, write_link_graph
-from fixgraph.corpus.models import Chunk, Document, Link
+from fixgraph.corpus.models import Document, Link
 from fixgraph.corpus.store import write_documents
 from fixgraph.embedders.encoders import HashingEmbedder
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
+from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.link_expansion import link_context
 from tests.kg_helpers import chunk
 
@@ -23,24 +23,6 @@ PLAIN = "Read more about fonts and printing."
 CHUNKS = [chunk(t, doc_id=d) for t, d in [("Printer problems", "d1"), ("Open the tray", "d2"), ("Fonts", "d3")]]
 CHUNKS.append(chunk("Pull the paper out gently", doc_id="d2").model_copy(update={"id": "d2#_-1"}))
 C1, C2, C3, C2B = (c.id for c in CHUNKS)
-
-
-@RETRIEVERS.register("test_fixed_hits")
-class FixedHits:
-    """A first stage that returns fixed hits, whatever the query."""
-
-    def __init__(self, name: str = "test_fixed_hits", hits: Sequence[Sequence[Any]] = ()) -> None:
-        self.name = name
-        self.hits = [Hit(str(c), float(s)) for c, s in hits]
-
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-
-    def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        pass
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.hits[:k]
 
 
 def _corpus(tmp_path: Path) -> tuple[Path, Path]:

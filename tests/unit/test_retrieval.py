@@ -7,31 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixgraph.corpus.models import Chunk
 from fixgraph.retrieval.base import Hit, build_retriever, top_k
 from fixgraph.retrieval.bm25 import Analyzer
 from fixgraph.retrieval.hybrid import reciprocal_rank_fusion
+from tests.unit.conftest import toy_chunks
 
 TEXTS = {
     "a": "Reset the hub with a paper clip: hold the reset button.",
     "b": "The status light blinks amber when the router is out of reach.",
     "c": "Widgets drain their battery when the monitor app polls them.",
 }
-CHUNKS = [
-    Chunk(
-        id=cid,
-        doc_id=cid,
-        start=0,
-        end=len(t),
-        text=t,
-        title="",
-        heading_path=[],
-        section="",
-        n_tokens=1,
-        content_hash=cid,
-    )
-    for cid, t in TEXTS.items()
-]
+CHUNKS = toy_chunks(TEXTS)
 
 
 def test_analyzer_stems_and_drops_stopwords() -> None:
