@@ -9,12 +9,11 @@ newline, as the Mallard renderer does, so the chunker treats every source the sa
 from __future__ import annotations
 
 import bisect
-import contextlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fixgraph.corpus.blocks import BlockStream
 from fixgraph.corpus.mallard import sentence_around
 from fixgraph.corpus.models import Block, Document, InlineSpan, Link, Section
 from fixgraph.io import sha256_text
@@ -94,18 +93,14 @@ class Inline:
 
 
 @dataclass
-class DocBuilder:
-    """Accumulates one document; `section()` opens a heading level, `block()` appends a block."""
+class DocBuilder(BlockStream):
+    """Accumulates one document; `section()` opens a heading level, `block()` appends a block, and
+    blocks added inside `unit()` (a list item, a table row, a term and its definition) share a unit."""
 
-    parts: list[str] = field(default_factory=list)
-    length: int = 0
-    blocks: list[Block] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
     spans: list[InlineSpan] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     _stack: list[tuple[int, Section]] = field(default_factory=list)
-    _units: int = 0
-    _open_unit: int | None = None
     _ids: set[str] = field(default_factory=set)
 
     @property
@@ -132,19 +127,6 @@ class DocBuilder:
         while self._stack and self._stack[-1][0] >= level:
             self._stack.pop()[1].end = self.length
 
-    @contextlib.contextmanager
-    def unit(self) -> Iterator[None]:
-        """Blocks added inside share one unit (a list item, a table row, a term and its definition)."""
-        if self._open_unit is not None:
-            yield
-            return
-        self._units += 1
-        self._open_unit = self._units
-        try:
-            yield
-        finally:
-            self._open_unit = None
-
     def block(self, run: Inline | str, kind: str = "paragraph") -> int | None:
         """Append a block; returns its start offset, or None when it renders to nothing."""
         if isinstance(run, str):
@@ -152,19 +134,9 @@ class DocBuilder:
             text_run.text(run)
             run = text_run
         text, lead = run.render()
-        if not text:
+        start = self.emit(text, kind, self.current_section)
+        if start is None:
             return None
-        if self.parts:
-            self.parts.append("\n")
-            self.length += 1
-        start = self.length
-        self.parts.append(text)
-        self.length += len(text)
-        unit = self._open_unit
-        if unit is None:
-            self._units += 1
-            unit = self._units
-        self.blocks.append(Block(start=start, end=self.length, kind=kind, section=self.current_section, unit=unit))
         for span_kind, lo, hi in run.spans:
             lo, hi = _clip(lo - lead, hi - lead, len(text))
             if hi > lo:

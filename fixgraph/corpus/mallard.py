@@ -8,17 +8,17 @@ knowledge graph is built from it.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lxml import etree
 
+from fixgraph.corpus.blocks import BlockStream
 from fixgraph.corpus.files import DEFAULT_MAX_BYTES, Problem
-from fixgraph.corpus.models import Block, Document, InlineSpan, Link, Section
+from fixgraph.corpus.models import Document, InlineSpan, Link, Section
 from fixgraph.corpus.xinclude import expand, safe_parser
 from fixgraph.io import sha256_bytes
 
@@ -107,50 +107,15 @@ class _Pending:
 
 
 @dataclass
-class _Page:
-    """Mutable state while one page is rendered."""
+class _Page(BlockStream):
+    """Mutable state while one page is rendered (the blocks of one list item share a unit)."""
 
     page_id: str
     titles: dict[str, str]
     options: MallardOptions
-    parts: list[str] = field(default_factory=list)
-    length: int = 0
-    blocks: list[Block] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     spans: list[InlineSpan] = field(default_factory=list)
-    unit_counter: int = 0
-    open_unit: int | None = None  # set while the blocks of one list item are rendered
-
-    @contextlib.contextmanager
-    def unit(self) -> Iterator[None]:
-        """Blocks emitted inside share one unit; nested units fold into the outermost one."""
-        if self.open_unit is not None:
-            yield
-            return
-        self.unit_counter += 1
-        self.open_unit = self.unit_counter
-        try:
-            yield
-        finally:
-            self.open_unit = None
-
-    def emit(self, text: str, kind: str, section: str) -> int | None:
-        """Append a block; returns its start offset, or None if it rendered to nothing."""
-        if not text:
-            return None
-        if self.parts:
-            self.parts.append("\n")
-            self.length += 1
-        start = self.length
-        self.parts.append(text)
-        self.length += len(text)
-        unit = self.open_unit
-        if unit is None:
-            self.unit_counter += 1
-            unit = self.unit_counter
-        self.blocks.append(Block(start=start, end=self.length, kind=kind, section=section, unit=unit))
-        return start
 
 
 def condition_holds(expr: str | None, options: MallardOptions) -> bool:
