@@ -65,7 +65,18 @@ RETRIEVERS: Registry[Retriever] = Registry(
     "retriever",
     [
         f"fixgraph.retrieval.{m}"
-        for m in ("article_links", "bm25", "dense", "hybrid", "link_expansion", "paths", "ppr", "router", "system")
+        for m in (
+            "article_links",
+            "bm25",
+            "dense",
+            "hybrid",
+            "link_expansion",
+            "paths",
+            "ppr",
+            "query_expansion",
+            "router",
+            "system",
+        )
     ],
 )
 
@@ -96,6 +107,7 @@ def build_retriever(cfg: Any) -> Retriever:
         link_expansion,
         paths,
         ppr,
+        query_expansion,
         router,
         system,
     )
