@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from fixgraph.io import stable_hash
-from fixgraph.llm.base import build_llm
 from fixgraph.llm.client import LLMClient
 from fixgraph.retrieval.rerank import RERANKERS, ScorerReranker
 
@@ -59,6 +58,10 @@ class LLMReranker(ScorerReranker):
             raise ValueError(f"reranker {name}: prompt must contain {{query}} and {{passage}}")
         self.name = name
         self.llm_cfg = llm
+        # looked up at call time: a test that patches fixgraph.llm.base.build_llm must not leak into
+        # this module when the reranker registry first imports it during that test
+        from fixgraph.llm.base import build_llm
+
         self.llm: LLMClient = build_llm(llm)
         self.prompt = prompt
         self.top_n = top_n

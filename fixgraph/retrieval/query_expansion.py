@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.llm.base import build_llm
 from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
 from fixgraph.retrieval.prompts import load_prompt
 
@@ -44,6 +43,10 @@ class QueryExpansionRetriever:
             raise ValueError(f"retriever {name}: max_tokens must be >= 1, got {max_tokens}")
         self.name = name
         self.first_stage = build_retriever(first_stage)
+        # looked up at call time: a test that patches fixgraph.llm.base.build_llm must not leak into
+        # this module when the retriever registry first imports it during that test
+        from fixgraph.llm.base import build_llm
+
         self.llm = build_llm(llm)
         self.template, self.prompt_version = load_prompt(prompt)
         self.mode, self.max_tokens = mode, max_tokens
