@@ -52,7 +52,18 @@ RETRIEVERS: Registry[Retriever] = Registry(
     "retriever",
     [
         f"fixgraph.retrieval.{m}"
-        for m in ("article_links", "bm25", "dense", "hybrid", "link_expansion", "paths", "ppr", "router", "system")
+        for m in (
+            "article_links",
+            "bm25",
+            "dense",
+            "hybrid",
+            "link_expansion",
+            "paths",
+            "ppr",
+            "query_expansion",
+            "router",
+            "system",
+        )
     ],
 )
 
@@ -83,6 +94,7 @@ def build_retriever(cfg: Any) -> Retriever:
         link_expansion,
         paths,
         ppr,
+        query_expansion,
         router,
         system,
     )
