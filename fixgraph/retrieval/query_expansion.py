@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.llm.base import build_llm
 from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
 from fixgraph.retrieval.prompts import load_prompt
 
@@ -43,6 +42,10 @@ class QueryExpansionRetriever:
         if max_tokens < 1:
             raise ValueError(f"retriever {name}: max_tokens must be >= 1, got {max_tokens}")
         self.name = name
+        # imported here, not at module level: the registry imports this module lazily, and a module-level
+        # name would keep whatever build_llm was (monkey)patched in at that moment
+        from fixgraph.llm.base import build_llm
+
         self.first_stage = build_retriever(first_stage)
         self.llm = build_llm(llm)
         self.template, self.prompt_version = load_prompt(prompt)
