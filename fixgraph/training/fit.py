@@ -7,7 +7,8 @@ Every trainer kind (cross-encoder, bi-encoder, GNN link predictor, QLoRA generat
 - the MLflow logger on the project's store (`tracking.uri`), with the trainer config as params, the
   data hash and git sha as tags, `train_loss` per step, `val_loss` per validation and the learning rate;
 - checkpoints (best by `val_loss`, and `last.ckpt`) in a work folder keyed by the stage key, so a killed
-  run resumes from its last checkpoint and a changed config never resumes a stale one;
+  run resumes from its last checkpoint (with its loss history: the card's losses cover the whole run)
+  and a changed config never resumes a stale one;
 - early stopping on `val_loss` (or another logged metric, `monitor`), measured on a validation split
   built from the corpus (never dev/test);
 - the best checkpoint's weights restored into the module before the caller saves it.
@@ -136,11 +137,21 @@ def warmup_then_linear(optimizer: torch.optim.Optimizer, warmup_ratio: float, to
 
 
 class LossHistory(pl.Callback):
-    """Train loss per optimiser step and val loss per validation, kept for the model card."""
+    """Train loss per optimiser step and val loss per validation, kept for the model card.
+
+    Its state goes into every checkpoint, so a resumed run's card covers the whole run: without it, a
+    run resumed after its last validation had no validation of its own and wrote best_val_loss NaN."""
 
     def __init__(self) -> None:
         self.train: list[float] = []
         self.val: list[float] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"train": list(self.train), "val": list(self.val)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.train = [float(v) for v in state_dict["train"]]
+        self.val = [float(v) for v in state_dict["val"]]
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, outputs: Any, *_: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, Mapping) else outputs

@@ -140,3 +140,86 @@ def test_saved_data_hash_is_content_hash(tmp_path: Path) -> None:
     assert data_hash(tmp_path / "three") != data_hash(tmp_path / "one")
     with pytest.raises(ValueError, match="validation would be empty"):
         save_splits({**rows, "validation": []}, tmp_path / "four")
+
+
+class KilledToy(ToyRegression):
+    """ToyRegression that records each validation's val_loss and dies at `kill_at_step` (a killed run)."""
+
+    def __init__(self, kill_at_step: int | None) -> None:
+        super().__init__()
+        self.kill_at_step = kill_at_step
+        self.seen_val: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if self.global_step == self.kill_at_step:
+            raise RuntimeError("killed")
+        return super().training_step(batch, batch_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self.seen_val.append(float(self.trainer.callback_metrics["val_loss"]))
+
+
+def _toy_trainer(root: Path) -> Any:
+    from fixgraph.training.base import Trainer
+    from fixgraph.training.data import save_splits
+
+    class ToyTrainer(Trainer):
+        kind = "toy"
+
+        def __init__(self) -> None:
+            # 13 steps an epoch, 2 epochs, validations at steps 10 and 20 only: a run resumed from step 20
+            # validates no more
+            fit_cfg = {"epochs": 2, "val_every_steps": 10, "patience": 5, "seed": 3, "threads": 1}
+            super().__init__("toy", str(root / "data"), str(root / "model"), {"rows": 2}, fit_cfg)
+            self.kill_at_step: int | None = None  # not in the config: the killed and resumed runs share a key
+            self.model: KilledToy | None = None
+
+        def data_inputs(self, cfg: Any) -> dict[str, str]:
+            return {}
+
+        def build_data(self, cfg: Any, out: Path) -> dict[str, Any]:
+            save_splits({"train": [{"q": "a"}], "validation": [{"q": "b"}]}, out)
+            return {}
+
+        def train(self, cfg: Any, data: Path, out: Path, work_dir: Path, tracking: Tracking | None) -> dict[str, Any]:
+            self.model = KilledToy(self.kill_at_step)
+            result = fit(self.model, *_loaders(), self.fit_settings, work_dir, tracking)
+            torch.save(self.model.state_dict(), out / "model.pt")
+            return result.summary()
+
+        def model_config(self) -> dict[str, Any]:
+            return {"lr": 0.2}
+
+    return ToyTrainer()
+
+
+def test_a_run_resumed_after_its_last_validation_keeps_its_best_val_loss_in_the_card(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import math
+
+    from omegaconf import OmegaConf
+
+    from fixgraph.io import read_json
+    from fixgraph.training import stages
+
+    toy = _toy_trainer(tmp_path)
+    monkeypatch.setattr(stages, "trainer_config", lambda cfg, name=None: None)
+    monkeypatch.setattr(stages, "build_trainer", lambda _: toy)
+    monkeypatch.setattr(stages, "chunk", lambda cfg: None)
+    cfg = OmegaConf.create({"paths": {"artifacts": str(tmp_path / "artifacts")}, "tracking": {"enabled": False}})
+    toy.kill_at_step = 22  # after the validations at steps 10 and 20 (last.ckpt: step 20)
+    with pytest.raises(RuntimeError, match="killed"):
+        stages.train(cfg)
+    recorded = toy.model.seen_val
+    assert len(recorded) == 2 and not (tmp_path / "model").exists()
+    toy.kill_at_step = None
+    result = stages.train(cfg)
+    assert result.status == "built" and result.run["resumed_from"].endswith("last.ckpt")
+    assert toy.model.seen_val == []  # the resumed part (steps 20-26) had no validation of its own
+    card = read_json(tmp_path / "model" / "fixgraph_model.json")
+    assert card["steps"] == 26
+    assert math.isfinite(card["best_val_loss"]) and card["best_val_loss"] == pytest.approx(min(recorded), rel=1e-6)
+    assert card["first_val_loss"] == pytest.approx(recorded[0], rel=1e-6)
+    assert card["val_losses"] == pytest.approx(recorded, abs=1e-6)  # rounded to 6 places
+    assert card["best_monitored"] == pytest.approx(min(recorded), rel=1e-6)
