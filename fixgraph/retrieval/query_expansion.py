@@ -42,10 +42,6 @@ class QueryExpansionRetriever:
         if max_tokens < 1:
             raise ValueError(f"retriever {name}: max_tokens must be >= 1, got {max_tokens}")
         self.name = name
-        # imported here, not at module level: the registry imports this module lazily, and a module-level
-        # name would keep whatever build_llm was (monkey)patched in at that moment
-        from fixgraph.llm.base import build_llm
-
         self.first_stage = build_retriever(first_stage)
         # looked up at call time: a test that patches fixgraph.llm.base.build_llm must not leak into
         # this module when the retriever registry first imports it during that test
