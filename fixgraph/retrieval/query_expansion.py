@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_retriever
+from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
 from fixgraph.retrieval.prompts import load_prompt
 
 MODES = ("concat", "passage")
@@ -54,10 +54,10 @@ class QueryExpansionRetriever:
         self.last_timings: dict[str, float] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.first_stage.build(chunks, workdir / "first_stage")
+        build_first_stage(self.first_stage, chunks, workdir)
 
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        self.first_stage.load(chunks, workdir / "first_stage")
+        load_first_stage(self.first_stage, chunks, workdir)
 
     def rewrite(self, query: str) -> str:
         """The text the first stage searches with (the LLM's passage is cached by prompt and model)."""
