@@ -1,0 +1,95 @@
+"""How well an LLM reranker separates gold from other chunks inside a first stage's top k (issue 16).
+
+For every scored question of an evaluation whose top k holds both a gold chunk and a non-gold one,
+the ROC AUC of the LLM's P(yes) (`reranker=llm`, the same prompt and passage text as the rerank
+stage, so the LLM cache answers calls already made) and of the first stage's own order; prints JSON.
+
+    python experiments/quality/llm_separation.py artifacts/eval/gnome_help/q-llmrerank-dev \
+        --questions benchmarks/gnome-help/dev.jsonl --first-stage dense_mpnet --llm qwen_coder_15b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from fixgraph.config import compose
+from fixgraph.corpus.store import read_chunks
+from fixgraph.evaluation.questions import load_questions
+from fixgraph.retrieval.llm_rerank import LLMReranker
+
+
+def read_qrels(path: Path) -> dict[str, set[str]]:
+    gold: dict[str, set[str]] = defaultdict(set)
+    for line in path.read_text().splitlines():
+        qid, _, chunk_id, rel = line.split()
+        if int(rel) > 0:
+            gold[qid].add(chunk_id)
+    return gold
+
+
+def read_run(path: Path, k: int) -> dict[str, list[str]]:
+    ranked: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for line in path.read_text().splitlines():
+        qid, _, chunk_id, rank, *_ = line.split()
+        ranked[qid].append((int(rank), chunk_id))
+    return {qid: [c for _, c in sorted(rows)][:k] for qid, rows in ranked.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("eval_dir", type=Path)
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--first-stage", required=True, help="system whose runs/<name>.trec gives the top k")
+    parser.add_argument("--llm", required=True, help="an llm= option, e.g. qwen_coder_05b")
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--max-questions", type=int, default=0, help="0: all")
+    args = parser.parse_args()
+
+    cfg = compose([f"llm={args.llm}"])
+    reranker = LLMReranker(llm=cfg.llm, top_n=args.top)
+    texts = {
+        c.id: c.index_text()
+        for c in read_chunks(Path(cfg.paths.artifacts) / "chunks" / cfg.corpus.name / "chunks.parquet")
+    }
+    questions = {q.qid: q.question for q in load_questions(args.questions)}
+    gold = read_qrels(args.eval_dir / "qrels.txt")
+    runs = read_run(args.eval_dir / "runs" / f"{args.first_stage}.trec", args.top)
+
+    llm_auc, stage_auc, pairs, started = [], [], 0, time.perf_counter()
+    for qid in sorted(runs):
+        if qid not in questions or not gold.get(qid):
+            continue
+        top = runs[qid]
+        labels = [c in gold[qid] for c in top]
+        if all(labels) or not any(labels):
+            continue  # AUC needs both classes
+        scores = reranker.score(questions[qid], [texts[c] for c in top])
+        llm_auc.append(roc_auc_score(labels, scores))
+        stage_auc.append(roc_auc_score(labels, -np.arange(len(top))))
+        pairs += len(top)
+        if args.max_questions and len(llm_auc) >= args.max_questions:
+            break
+    print(
+        json.dumps(
+            {
+                "llm": args.llm,
+                "first_stage": args.first_stage,
+                "top": args.top,
+                "questions": len(llm_auc),
+                "llm_mean_auc": round(float(np.mean(llm_auc)), 3),
+                "first_stage_mean_auc": round(float(np.mean(stage_auc)), 3),
+                "seconds_per_pair_uncached": round((time.perf_counter() - started) / max(pairs, 1), 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
