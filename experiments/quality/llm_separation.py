@@ -20,8 +20,9 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from fixgraph.config import compose
-from fixgraph.corpus.store import read_chunks
 from fixgraph.evaluation.questions import load_questions
+from fixgraph.evaluation.trec import read_run
+from fixgraph.pipeline.stages import load_chunks
 from fixgraph.retrieval.llm_rerank import LLMReranker
 
 
@@ -32,14 +33,6 @@ def read_qrels(path: Path) -> dict[str, set[str]]:
         if int(rel) > 0:
             gold[qid].add(chunk_id)
     return gold
-
-
-def read_run(path: Path, k: int) -> dict[str, list[str]]:
-    ranked: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for line in path.read_text().splitlines():
-        qid, _, chunk_id, rank, *_ = line.split()
-        ranked[qid].append((int(rank), chunk_id))
-    return {qid: [c for _, c in sorted(rows)][:k] for qid, rows in ranked.items()}
 
 
 def main() -> None:
@@ -54,19 +47,16 @@ def main() -> None:
 
     cfg = compose([f"llm={args.llm}"])
     reranker = LLMReranker(llm=cfg.llm, top_n=args.top)
-    texts = {
-        c.id: c.index_text()
-        for c in read_chunks(Path(cfg.paths.artifacts) / "chunks" / cfg.corpus.name / "chunks.parquet")
-    }
+    texts = {c.id: c.index_text() for c in load_chunks(cfg)}
     questions = {q.qid: q.question for q in load_questions(args.questions)}
     gold = read_qrels(args.eval_dir / "qrels.txt")
-    runs = read_run(args.eval_dir / "runs" / f"{args.first_stage}.trec", args.top)
+    runs = read_run(args.eval_dir / "runs" / f"{args.first_stage}.trec")  # written in rank order
 
     llm_auc, stage_auc, pairs, started = [], [], 0, time.perf_counter()
     for qid in sorted(runs):
         if qid not in questions or not gold.get(qid):
             continue
-        top = runs[qid]
+        top = [hit.chunk_id for hit in runs[qid][: args.top]]
         labels = [c in gold[qid] for c in top]
         if all(labels) or not any(labels):
             continue  # AUC needs both classes
