@@ -58,6 +58,8 @@ def main() -> None:
             subsets[f"{source}, all"] = rows[rows["source"] == source]
     settings = ComparisonSettings()
     for title, subset in subsets.items():
+        if subset.empty:  # e.g. only a bridge file given: no dev-split subsets
+            continue
         family = Family.declare(args.baseline, family_systems, [METRIC])
         result = compare(subset, [METRIC], args.baseline, systems, family, settings)
         print(f"### {title} (n = {subset['qid'].nunique()})\n")

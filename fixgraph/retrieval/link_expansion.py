@@ -48,6 +48,13 @@ def link_context(row: Mapping[Any, Any], target_title: str, context: str) -> str
     return condition or sentence or str(row.get("anchor_text") or "") or target_title
 
 
+def chunk_at(spans: Sequence[tuple[int, int, str]], offset: Any) -> str | None:
+    """The chunk (of (start, end, id) spans of one page) holding a character offset; None without one."""
+    if offset is None or pd.isna(offset):
+        return None
+    return next((cid for start, end, cid in spans if start <= int(offset) < end), None)
+
+
 @RETRIEVERS.register("link_expansion")
 class LinkExpansionRetriever:
     def __init__(
@@ -64,6 +71,7 @@ class LinkExpansionRetriever:
         context: str = "condition",
         candidates: int = 100,
         depth: int = 100,
+        backward: float = 0.0,
     ) -> None:
         if first_stage is None:
             raise ValueError(f"retriever {name}: needs a `first_stage` (the retriever whose top pages seed links)")
@@ -73,6 +81,8 @@ class LinkExpansionRetriever:
             raise ValueError(f"retriever {name}: unknown context {context!r}; valid: {', '.join(CONTEXTS)}")
         if seed_pages < 1 or candidates < 1:
             raise ValueError(f"retriever {name}: seed_pages and candidates must be >= 1")
+        if weight < 0 or backward < 0:
+            raise ValueError(f"retriever {name}: weight and backward must be >= 0")
         self.name = name
         self.first_stage = build_retriever(first_stage)
         self.embedder: Embedder = build_embedder(embedder)
@@ -80,10 +90,11 @@ class LinkExpansionRetriever:
         self.cache = EmbeddingCache(Path(cache_dir)) if cache_dir else None
         self.seed_pages, self.weight, self.context = seed_pages, float(weight), context
         self.link_types = {str(k): float(v) for k, v in (link_types or {"inline": 1.0, "seealso": 1.0}).items()}
-        self.candidates, self.depth = candidates, depth
+        self.candidates, self.depth, self.backward = candidates, depth, float(backward)
         self.doc_of: dict[str, str] = {}
         self.chunks_of: dict[str, list[str]] = {}
         self.out_links: dict[str, list[tuple[str, int, float]]] = {}  # page -> (target, context row, type weight)
+        self.in_links: dict[str, list[tuple[str, int, float]]] = {}  # page -> (source chunk, context row, type weight)
         self.context_vectors = np.zeros((0, 0), dtype=np.float32)
         self.traces: dict[str, dict[str, Any]] = {}
         self.last_timings: dict[str, float] = {}
@@ -106,13 +117,19 @@ class LinkExpansionRetriever:
         frame = pd.read_parquet(self.links_path)
         frame = frame[(frame["status"] == "resolved") & (frame["source_doc"] != frame["resolved_doc"])]
         texts: list[str] = []
-        self.out_links = defaultdict(list)
+        self.out_links, self.in_links = defaultdict(list), defaultdict(list)
+        spans = defaultdict(list)
+        for c in chunks:
+            spans[c.doc_id].append((c.start, c.end, c.id))
         for row in frame.to_dict("records"):
             type_weight = self.link_types.get(str(row["link_type"]), 0.0)
             target = str(row["resolved_doc"])
             if type_weight <= 0 or target not in self.chunks_of:
                 continue
             self.out_links[str(row["source_doc"])].append((target, len(texts), type_weight))
+            holder = chunk_at(spans.get(str(row["source_doc"]), []), row.get("start"))
+            if holder is not None:
+                self.in_links[target].append((holder, len(texts), type_weight))
             texts.append(link_context(row, titles.get(target, target), self.context))
         unique = sorted(set(texts))
         if unique:
@@ -128,20 +145,30 @@ class LinkExpansionRetriever:
             return []
         scores = {h.chunk_id: h.score for h in first}
         seeds = list(dict.fromkeys(self.doc_of[h.chunk_id] for h in first))[: self.seed_pages]
-        reach: dict[str, float] = {}
         links = [link for page in seeds for link in self.out_links.get(page, [])]
-        if links:
+        sources = [] if self.backward <= 0 else [link for page in seeds for link in self.in_links.get(page, [])]
+        sources = [link for link in sources if self.doc_of[link[0]] not in seeds]
+        reach: dict[str, float] = {}  # page reached by a link out of a seed page -> best match
+        holds: dict[str, float] = {}  # chunk holding a link into a seed page -> best match
+        if links or sources:
             query_vector = self.query_vector(query)
-            matches = self.context_vectors[[row for _, row, _ in links]] @ query_vector
-            for (target, _, type_weight), match in zip(links, matches, strict=True):
-                # a link whose context does not match (cosine <= 0) adds nothing; it never penalises
-                reach[target] = max(reach.get(target, 0.0), float(match) * type_weight)
+            for found, pairs in ((reach, links), (holds, sources)):
+                matches = self.context_vectors[[row for _, row, _ in pairs]] @ query_vector if pairs else []
+                for (key, _, type_weight), match in zip(pairs, matches, strict=True):
+                    # a link whose context does not match (cosine <= 0) adds nothing; it never penalises
+                    found[key] = max(found.get(key, 0.0), float(match) * type_weight)
         floor = min(scores.values())
-        for page in reach:
-            for cid in self.chunks_of[page]:
-                scores.setdefault(cid, floor)
-        final = {cid: s + self.weight * reach.get(self.doc_of[cid], 0.0) for cid, s in scores.items()}
-        self.traces[query] = {"seed_pages": seeds, "reached": {p: round(v, 4) for p, v in sorted(reach.items())}}
+        for cid in [c for page in reach for c in self.chunks_of[page]] + list(holds):
+            scores.setdefault(cid, floor)
+        final = {
+            cid: s + self.weight * reach.get(self.doc_of[cid], 0.0) + self.backward * holds.get(cid, 0.0)
+            for cid, s in scores.items()
+        }
+        self.traces[query] = {
+            "seed_pages": seeds,
+            "reached": {p: round(v, 4) for p, v in sorted(reach.items())},
+            "linking_chunks": {c: round(v, 4) for c, v in sorted(holds.items())},
+        }
         self.last_timings = {
             **getattr(self.first_stage, "last_timings", {}),
             "seed_ms": 1000 * (searched - started),

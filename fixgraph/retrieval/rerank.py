@@ -41,11 +41,26 @@ RERANKERS: Registry[Reranker] = Registry(
 )
 
 
+# how far below the last reranked hit the first unscored hit is placed
+TAIL_GAP = 1e-6
+
+
 def rerank_top(scores: np.ndarray, hits: Sequence[Hit], top_n: int) -> list[Hit]:
-    """Sort the first `top_n` hits by `scores` (one per those hits), ties by first-stage rank."""
+    """Sort the first `top_n` hits by `scores` (one per those hits), ties by first-stage rank.
+
+    The rest keep their first-stage order and score gaps, shifted to sit just below the reranked head:
+    the reranker's scale (a z-blend, a probability, a logit) differs from the first stage's, and a stage
+    that adds to scores afterwards (link expansion, weighted fusion) must not lift an unscored hit over
+    a scored one by that difference of scale alone.
+    """
     head = list(hits[:top_n])
     order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
-    return [Hit(head[i].chunk_id, float(scores[i])) for i in order] + list(hits[top_n:])
+    ranked = [Hit(head[i].chunk_id, float(scores[i])) for i in order]
+    tail = list(hits[top_n:])
+    if not ranked or not tail:
+        return ranked + tail
+    shift = ranked[-1].score - tail[0].score - TAIL_GAP
+    return ranked + [Hit(h.chunk_id, h.score + shift) for h in tail]
 
 
 def rerank_by(scorer: Scorer, query: str, hits: Sequence[Hit], texts: Mapping[str, str], top_n: int) -> list[Hit]:

@@ -138,3 +138,46 @@ def test_a_dense_first_stage_with_the_same_embedder_embeds_the_question_once(tmp
     retriever.embedder.embed_queries = lambda texts: pytest.fail("the first stage's vector should be reused")
     hits = retriever.search("my printer is jammed", 4)
     assert len(calls) == 1 and hits
+
+
+def test_backward_credits_only_the_chunk_holding_a_link_into_a_seed_page(tmp_path: Path) -> None:
+    intro = "Printer problems happen. "
+    text = intro + CONDITIONAL
+    anchor = text.index("Clear a paper jam")
+    source = [
+        chunk(intro, doc_id="d1"),
+        chunk(CONDITIONAL, doc_id="d1", start=len(intro)).model_copy(update={"id": "d1#_-1"}),
+    ]
+    docs = [
+        Document(
+            id="d1", title="Doc d1", source="t", path="p", text=text,
+            links=[Link(target_doc="d2", link_type="inline", anchor_text="Clear a paper jam", sentence=CONDITIONAL,
+                        start=anchor, end=anchor + len("Clear a paper jam"))],
+        ),
+        Document(id="d2", title="Doc d2", source="t", path="p", text="x"),
+        Document(id="d3", title="Doc d3", source="t", path="p", text="x"),
+    ]  # fmt: skip
+    documents, links = tmp_path / "documents.jsonl", tmp_path / "links.parquet"
+    write_documents(documents, docs)
+    write_link_graph(links, build_link_graph(docs)[0])
+    chunks = [*source, CHUNKS[1], CHUNKS[2]]
+    node = to_dict(compose(["retriever=link_expansion", f"paths.artifacts={tmp_path}"]).retriever)
+    node.update(
+        first_stage={"kind": "test_fixed_hits", "hits": [[C2, 0.9], [C3, 0.5]]},
+        embedder={"kind": "hashing", "name": "hashing", "dim": 256, "model": "whitespace"},
+        links=str(links), documents=str(documents), cache_dir=None, seed_pages=1, weight=0.5,
+    )  # fmt: skip
+    query = "my printer is jammed"
+
+    def scores(backward: float) -> dict[str, float]:
+        retriever = build_retriever({**node, "backward": backward})
+        retriever.build(chunks, tmp_path / "index")
+        retriever.load(chunks, tmp_path / "index")
+        return {h.chunk_id: h.score for h in retriever.search(query, 10)}
+
+    assert scores(0.0) == pytest.approx({C2: 0.9, C3: 0.5})  # off by default: d1 links *into* the seed d2
+    jam = _cos(query, "If the printer is jammed")
+    # the chunk holding the link starts from the floor (0.5) and gains backward x match; d1's intro does not
+    assert scores(0.4) == pytest.approx({C2: 0.9, C3: 0.5, "d1#_-1": 0.5 + 0.4 * jam})
+    with pytest.raises(ValueError, match="backward"):
+        build_retriever({**node, "backward": -0.1})

@@ -10,6 +10,7 @@ import pytest
 
 from fixgraph.retrieval.base import Hit, build_retriever
 from fixgraph.retrieval.llm_rerank import LLMReranker, yes_probability
+from fixgraph.retrieval.rerank import rerank_top
 from fixgraph.retrieval.router import classify_query
 from tests.unit.test_retrieval import CHUNKS
 
@@ -25,6 +26,17 @@ def test_llm_reranker_moves_yes_passages_up() -> None:
     assert [h.score for h in ranked] == [1.0, 0.0, 0.0]
     prompt = reranker.llm.backend.requests[0]["prompt"]  # type: ignore[attr-defined]
     assert "how to reset" in prompt and texts["b"] in prompt
+
+
+def test_rerank_top_keeps_scores_monotone_across_the_unscored_tail() -> None:
+    # first stage on a cosine scale, reranker on a z scale: the tail must not outscore the head
+    hits = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.7), Hit("d", 0.5)]
+    ranked = rerank_top(np.array([-1.0, 1.0]), hits, top_n=2)
+    assert [h.chunk_id for h in ranked] == ["b", "a", "c", "d"]
+    scores = [h.score for h in ranked]
+    assert scores[:2] == [1.0, -1.0] and scores == sorted(scores, reverse=True)
+    assert scores[2] < -1.0 and scores[2] - scores[3] == pytest.approx(0.2)  # the tail keeps its gaps
+    assert rerank_top(np.array([2.0, 1.0]), hits[:2], top_n=2) == [Hit("a", 2.0), Hit("b", 1.0)]
 
 
 @dataclass
