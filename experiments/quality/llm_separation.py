@@ -16,6 +16,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import ir_measures
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
@@ -26,12 +27,12 @@ from fixgraph.pipeline.stages import load_chunks
 from fixgraph.retrieval.llm_rerank import LLMReranker
 
 
-def read_qrels(path: Path) -> dict[str, set[str]]:
+def read_gold(path: Path) -> dict[str, set[str]]:
+    """Relevant chunk ids per question of a TREC qrels file (ir-measures' reader)."""
     gold: dict[str, set[str]] = defaultdict(set)
-    for line in path.read_text().splitlines():
-        qid, _, chunk_id, rel = line.split()
-        if int(rel) > 0:
-            gold[qid].add(chunk_id)
+    for qrel in ir_measures.read_trec_qrels(str(path)):
+        if qrel.relevance > 0:
+            gold[qrel.query_id].add(qrel.doc_id)
     return gold
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     reranker = LLMReranker(llm=cfg.llm, top_n=args.top)
     texts = {c.id: c.index_text() for c in load_chunks(cfg)}
     questions = {q.qid: q.question for q in load_questions(args.questions)}
-    gold = read_qrels(args.eval_dir / "qrels.txt")
+    gold = read_gold(args.eval_dir / "qrels.txt")
     runs = read_run(args.eval_dir / "runs" / f"{args.first_stage}.trec")  # written in rank order
 
     llm_auc, stage_auc, pairs, started = [], [], 0, time.perf_counter()
