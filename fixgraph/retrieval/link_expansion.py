@@ -15,9 +15,12 @@ sentence holding the link (else its anchor text, else C's title). Each chunk c o
     score(c) = first_stage(c) + weight x max_{l: A -> C, A a seed page} match(l)
 
 so a page reached by a well-matching link moves up, chunks keep their order within a page, and pages
-no seed page links to keep their first-stage score. Chunks of reached pages that the first stage did
-not return score from the floor of its list ("no better than the worst it returned", as in weighted
-fusion). Link contexts are embedded once at load, through the shared embedding cache.
+no seed page links to keep their first-stage score. With `backward` > 0, links A -> C *into* a seed page
+C count too: the chunk of A that holds the link (inline links carry its offset) gains backward x
+match(l), for questions whose gold includes A's "If X, see C" as well as C. Chunks of reached pages
+(and linking chunks) that the first stage did not return score from the floor of its list ("no better
+than the worst it returned", as in weighted fusion). Link contexts are embedded once at load, through
+the shared embedding cache.
 
 On the GNOME Help dev questions with dense_mpnet as the first stage, this is what moves bridge
 questions (docs/results/quality.md); PPR over the same link graph (`article_links`) does not.
