@@ -97,6 +97,10 @@ class StructuralChunker:
     """Packs whole blocks (list items whole) of one section into chunks of at most `max_tokens`.
 
     A single unit larger than the budget becomes a chunk of its own rather than being cut mid-item.
+    With `skip_empty_sections`, a section holding nothing but its heading gives no chunk: Mallard guide
+    sections that Yelp fills with links to other pages, and sections whose body is an XInclude of
+    another page's section, parse to a bare heading, which answers nothing but matches questions on its
+    topic words and takes a top-k slot.
     """
 
     def __init__(
@@ -105,12 +109,14 @@ class StructuralChunker:
         tokenizer: str = "whitespace",
         max_tokens: int = 200,
         min_tokens: int = 48,
+        skip_empty_sections: bool = False,
     ) -> None:
         if max_tokens <= 0 or min_tokens < 0:
             raise ValueError(f"chunker {name}: max_tokens must be > 0 and min_tokens >= 0")
         self.name = name
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
+        self.skip_empty_sections = skip_empty_sections
         self.count_tokens = whitespace_token_counter if tokenizer == "whitespace" else hf_token_counter(tokenizer)
 
     def units(self, doc: Document) -> Iterable[tuple[str, list[_Unit]]]:
@@ -129,6 +135,8 @@ class StructuralChunker:
         ordinals: dict[str, int] = {}
         for section, units in self.units(doc):
             for group in pack_units(units, self.max_tokens, self.min_tokens):
+                if self.skip_empty_sections and all(b.kind == "heading" for u in group for b in u.blocks):
+                    continue  # headings go with what follows, so only a section with no body gets here
                 ordinal = ordinals.get(section, 0)
                 ordinals[section] = ordinal + 1
                 blocks = [b for u in group for b in u.blocks]

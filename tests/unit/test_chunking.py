@@ -52,6 +52,26 @@ def test_small_tail_merges_into_previous_chunk() -> None:
     assert [c.n_tokens for c in merged] == [20, 25]
 
 
+def test_a_section_with_only_its_heading_gives_no_chunk_when_asked() -> None:
+    # page head (title + summary), a section with a body, an empty section, a section ending in a heading
+    parts = [
+        ("Mail", "title", ""), ("Read your mail.", "summary", ""),
+        ("Sending", "heading", "send"), ("Pick an SMTP server.", "paragraph", "send"),
+        ("Receiving", "heading", "receive"),
+        ("Security", "heading", "secure"), ("Sign messages.", "paragraph", "secure"),
+    ]  # fmt: skip
+    blocks, position = [], 0
+    for unit, (text, kind, section) in enumerate(parts):
+        blocks.append(Block(start=position, end=position + len(text), kind=kind, section=section, unit=unit))
+        position += len(text) + 1
+    doc = Document(id="d", title="Mail", source="t", path="d", text="\n".join(p[0] for p in parts), blocks=blocks)
+    kept = StructuralChunker(max_tokens=50, min_tokens=0).chunk(doc)
+    skipped = StructuralChunker(max_tokens=50, min_tokens=0, skip_empty_sections=True).chunk(doc)
+    assert [c.id for c in kept] == ["d#_-0", "d#send-0", "d#receive-0", "d#secure-0"]
+    assert [c.id for c in skipped] == ["d#_-0", "d#send-0", "d#secure-0"]  # the title+summary head stays
+    assert [c.text for c in skipped] == [kept[0].text, kept[1].text, kept[3].text]
+
+
 def test_oversized_unit_stays_whole() -> None:
     chunks = StructuralChunker(max_tokens=10, min_tokens=0).chunk(paragraphs_doc([3, 40, 3]))
     assert [c.n_tokens for c in chunks] == [3, 40, 3]
