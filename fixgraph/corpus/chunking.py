@@ -110,6 +110,7 @@ class StructuralChunker:
         max_tokens: int = 200,
         min_tokens: int = 48,
         skip_empty_sections: bool = False,
+        merge_small_sections: bool = False,
     ) -> None:
         if max_tokens <= 0 or min_tokens < 0:
             raise ValueError(f"chunker {name}: max_tokens must be > 0 and min_tokens >= 0")
@@ -117,6 +118,7 @@ class StructuralChunker:
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
         self.skip_empty_sections = skip_empty_sections
+        self.merge_small_sections = merge_small_sections
         self.count_tokens = whitespace_token_counter if tokenizer == "whitespace" else hf_token_counter(tokenizer)
 
     def units(self, doc: Document) -> Iterable[tuple[str, list[_Unit]]]:
@@ -129,19 +131,40 @@ class StructuralChunker:
             yield section, units
 
     def chunk(self, doc: Document) -> list[Chunk]:
-        chunks: list[Chunk] = []
-        # ordinals count per section id, so a section whose blocks resume after a nested one still
-        # gets distinct chunk ids (Mallard never interleaves, so its ids are unchanged)
-        ordinals: dict[str, int] = {}
-        for section, units in self.units(doc):
+        groups: list[list[_Unit]] = []
+        for _, units in self.units(doc):
             for group in pack_units(units, self.max_tokens, self.min_tokens):
                 if self.skip_empty_sections and all(b.kind == "heading" for u in group for b in u.blocks):
                     continue  # headings go with what follows, so only a section with no body gets here
-                ordinal = ordinals.get(section, 0)
-                ordinals[section] = ordinal + 1
-                blocks = [b for u in group for b in u.blocks]
-                chunks.append(make_chunk(doc, blocks, ordinal, sum(u.tokens for u in group)))
+                groups.append(group)
+        if self.merge_small_sections:
+            groups = merge_small(groups, self.max_tokens, self.min_tokens)
+        chunks: list[Chunk] = []
+        # ordinals count per section id (of a chunk's first block), so a section whose blocks resume
+        # after a nested one still gets distinct chunk ids (Mallard never interleaves, so its ids are
+        # unchanged)
+        ordinals: dict[str, int] = {}
+        for group in groups:
+            blocks = [b for u in group for b in u.blocks]
+            ordinal = ordinals.get(blocks[0].section, 0)
+            ordinals[blocks[0].section] = ordinal + 1
+            chunks.append(make_chunk(doc, blocks, ordinal, sum(u.tokens for u in group)))
         return chunks
+
+
+def merge_small(groups: list[list[_Unit]], max_tokens: int, min_tokens: int) -> list[list[_Unit]]:
+    """Joins neighbouring chunks of one page across a section boundary when either is under
+    `min_tokens` and together they fit `max_tokens`: pages of many short sections (Evolution's help)
+    otherwise split an answer over chunks of a few dozen tokens."""
+    merged: list[list[_Unit]] = []
+    for group in groups:
+        if merged:
+            before, size = sum(u.tokens for u in merged[-1]), sum(u.tokens for u in group)
+            if min(before, size) < min_tokens and before + size <= max_tokens:
+                merged[-1] = merged[-1] + group
+                continue
+        merged.append(group)
+    return merged
 
 
 def chunk_documents(chunker: Chunker, docs: Iterable[Document]) -> list[Chunk]:

@@ -72,6 +72,23 @@ def test_a_section_with_only_its_heading_gives_no_chunk_when_asked() -> None:
     assert [c.text for c in skipped] == [kept[0].text, kept[1].text, kept[3].text]
 
 
+def test_small_neighbouring_sections_merge_only_when_asked_and_when_they_fit() -> None:
+    sizes = {"s1": 10, "s2": 10, "s3": 150, "s4": 30}
+    blocks, texts, position = [], [], 0
+    for unit, (section, n) in enumerate(sizes.items()):
+        text = " ".join([section] * n)
+        blocks.append(Block(start=position, end=position + len(text), kind="paragraph", section=section, unit=unit))
+        texts.append(text)
+        position += len(text) + 1
+    doc = Document(id="d", title="T", source="t", path="d", text="\n".join(texts), blocks=blocks)
+    plain = StructuralChunker(max_tokens=100, min_tokens=48).chunk(doc)
+    merged = StructuralChunker(max_tokens=100, min_tokens=48, merge_small_sections=True).chunk(doc)
+    assert [c.n_tokens for c in plain] == [10, 10, 150, 30]
+    # s1 + s2 join (both small, 20 fit); 20 + 150 and 150 + 30 do not fit 100
+    assert [(c.id, c.n_tokens) for c in merged] == [("d#s1-0", 20), ("d#s3-0", 150), ("d#s4-0", 30)]
+    assert all(doc.text[c.start : c.end] == c.text for c in merged)
+
+
 def test_oversized_unit_stays_whole() -> None:
     chunks = StructuralChunker(max_tokens=10, min_tokens=0).chunk(paragraphs_doc([3, 40, 3]))
     assert [c.n_tokens for c in chunks] == [3, 40, 3]
