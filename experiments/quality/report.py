@@ -56,6 +56,8 @@ def main() -> None:
     for source in rows["source"].unique():
         if source != dev:
             subsets[f"{source}, all"] = rows[rows["source"] == source]
+    if rows["source"].nunique() > 1:
+        subsets["every evaluation pooled"] = rows
     settings = ComparisonSettings()
     for title, subset in subsets.items():
         if subset.empty:  # e.g. only a bridge file given: no dev-split subsets

@@ -8,6 +8,11 @@ Document expansion (`expansion:` the expand stage's file, retrieval/expansion.py
 questions per chunk, in one of two ways (`expansion_mode`): `append` embeds chunk text + questions as
 one text (which the embedder's max_seq_length may cut), `max` embeds each question on its own and
 scores a chunk by the best of its own vector and its questions' (multi-vector max-sim).
+
+`block_weight` w > 0 also embeds each line of a chunk (a paragraph, list item or step, with the
+chunk's title and headings as context) and scores a chunk (1 - w) x its own cosine + w x its best
+line's: a question about one step of a long chunk matches that step more sharply than the whole
+chunk, whose vector averages every step.
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ INDEXES = ("exact", "hnsw")
 EXPANSION_MODES = ("append", "max")
 
 
+def line_texts(chunk: Chunk) -> list[str]:
+    """A chunk's lines (blocks: paragraphs, items, steps) other than its title and headings, each with
+    the chunk's title and headings as context, as `Chunk.index_text` gives the whole chunk."""
+    context = " > ".join([chunk.title, *chunk.heading_path])
+    headings = {chunk.title.strip(), *(h.strip() for h in chunk.heading_path)}
+    return [f"{context}\n{line.strip()}" for line in chunk.text.split("\n") if line.strip() not in headings | {""}]
+
+
 @RETRIEVERS.register("dense")
 class DenseRetriever:
     def __init__(
@@ -40,6 +53,7 @@ class DenseRetriever:
         hnsw: dict[str, int] | None = None,
         expansion: str | None = None,
         expansion_mode: str = "max",
+        block_weight: float = 0.0,
     ) -> None:
         if embedder is None:
             raise ValueError(f"retriever {name}: needs an `embedder` config")
@@ -51,6 +65,11 @@ class DenseRetriever:
             )
         if expansion and expansion_mode == "max" and index != "exact":
             raise ValueError(f"retriever {name}: expansion_mode max needs index: exact")
+        if not 0.0 <= block_weight <= 1.0:
+            raise ValueError(f"retriever {name}: block_weight must be in [0, 1], got {block_weight}")
+        if block_weight > 0 and index != "exact":
+            raise ValueError(f"retriever {name}: block_weight > 0 needs index: exact")
+        self.block_weight = block_weight
         self.expansion, self.expansion_mode = expansion, expansion_mode
         self.name = name
         self.depth = depth
@@ -62,6 +81,7 @@ class DenseRetriever:
         self._ids: list[str] = []
         self._faiss: Any = None
         self._owner = np.zeros(0, dtype=np.int64)  # row -> chunk position (max mode: question rows too)
+        self._is_line = np.zeros(0, dtype=bool)  # rows that embed one line of a chunk (block_weight)
         self._last_query: tuple[str, np.ndarray] | None = None
         self.last_timings: dict[str, float] = {}
 
@@ -70,8 +90,8 @@ class DenseRetriever:
             return self.cache.embed(self.embedder, texts)
         return self.embedder.embed_documents(texts)
 
-    def _rows(self, chunks: Sequence[Chunk]) -> tuple[list[str], np.ndarray]:
-        """The texts to embed and, per text, the position of the chunk it stands for."""
+    def _rows(self, chunks: Sequence[Chunk]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The texts to embed, per text the position of the chunk it stands for, and which are lines."""
         texts = [c.index_text() for c in chunks]
         owner = list(range(len(chunks)))
         if self.expansion:
@@ -84,16 +104,25 @@ class DenseRetriever:
                 for i, c in enumerate(chunks):
                     texts += questions[c.id]
                     owner += [i] * len(questions[c.id])
-        return texts, np.asarray(owner, dtype=np.int64)
+        is_line = [False] * len(texts)
+        if self.block_weight > 0:
+            for i, c in enumerate(chunks):
+                lines = line_texts(c)
+                texts += lines
+                owner += [i] * len(lines)
+                is_line += [True] * len(lines)
+        return texts, np.asarray(owner, dtype=np.int64), np.asarray(is_line, dtype=bool)
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
-        texts, owner = self._rows(chunks)
+        texts, owner, is_line = self._rows(chunks)
         matrix = self._embed(texts)
         workdir.mkdir(parents=True, exist_ok=True)
         with atomic_path(workdir / "embeddings.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, matrix)
         with atomic_path(workdir / "owners.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, owner)
+        with atomic_path(workdir / "lines.npy") as tmp, open(tmp, "wb") as fh:
+            np.save(fh, is_line)
         if self.index == "hnsw":
             import faiss
 
@@ -101,7 +130,7 @@ class DenseRetriever:
                 faiss.write_index(self._build_hnsw(matrix), str(tmp))
         write_json(workdir / "ids.json", [c.id for c in chunks])
         write_json(workdir / "embedder.json", {"identity": self.embedder.identity()})
-        self._matrix, self._ids, self._owner = matrix, [c.id for c in chunks], owner
+        self._matrix, self._ids, self._owner, self._is_line = matrix, [c.id for c in chunks], owner, is_line
 
     def _build_hnsw(self, matrix: np.ndarray) -> Any:
         import faiss
@@ -120,6 +149,8 @@ class DenseRetriever:
         self._matrix = np.load(workdir / "embeddings.npy")
         owners = workdir / "owners.npy"  # absent in indexes built before document expansion: one row per chunk
         self._owner = np.load(owners) if owners.exists() else np.arange(len(self._ids), dtype=np.int64)
+        lines = workdir / "lines.npy"  # absent in indexes built before block_weight: no line rows
+        self._is_line = np.load(lines) if lines.exists() else np.zeros(len(self._owner), dtype=bool)
         if self.index == "hnsw":
             import faiss
 
@@ -136,9 +167,15 @@ class DenseRetriever:
         rows = self._matrix @ vector
         if len(rows) == len(self._ids):
             return rows
+        own = ~self._is_line
         best = np.full(len(self._ids), -np.inf, dtype=rows.dtype)
-        np.maximum.at(best, self._owner, rows)  # max-sim over a chunk's own vector and its questions'
-        return best
+        np.maximum.at(best, self._owner[own], rows[own])  # max-sim over a chunk's own vector and its questions'
+        if not self._is_line.any():
+            return best
+        line = np.full(len(self._ids), -np.inf, dtype=rows.dtype)
+        np.maximum.at(line, self._owner[self._is_line], rows[self._is_line])
+        line = np.where(np.isfinite(line), line, best)  # a chunk of headings only has no line: its own score
+        return (1 - self.block_weight) * best + self.block_weight * line
 
     def scores(self, query: str) -> np.ndarray:
         return self._chunk_scores(self.embed_query(query))
