@@ -161,3 +161,40 @@ def test_weighted_hybrid_needs_weights_for_its_channels() -> None:
         build_retriever(base)
     with pytest.raises(ValueError, match="must name channels"):
         build_retriever({**base, "weights": {"bm25": 1.0}})
+
+
+def test_block_weight_scores_a_chunk_by_its_own_vector_and_its_best_line(tmp_path: Path) -> None:
+    from fixgraph.embedders.encoders import HashingEmbedder
+
+    texts = {
+        "long": "Open printer settings.\nCheck ink level.\nRestart spooler service now.\nClean print head.\n"
+        "Align cartridges carefully.\nReplace paper tray.",
+        "short": "Spooler service queue lists waiting jobs.",
+    }
+    chunks = toy_chunks(texts)
+    heading_only = chunks[1].model_copy(update={"id": "head", "doc_id": "head", "title": "Spooler", "text": "Spooler"})
+    chunks.append(heading_only)
+    embedder_cfg = {"kind": "hashing", "name": "hashing", "dim": 256}
+    query = "restart spooler service"
+    embedder = HashingEmbedder(dim=256)
+    q = embedder.embed_queries([query])[0]
+    own = embedder.embed_documents([c.index_text() for c in chunks]) @ q
+    best_line = [max(float(v @ q) for v in embedder.embed_documents(texts[c.id].split("\n"))) for c in chunks[:2]]
+    scores = {}
+    for weight in (0.0, 0.5):
+        retriever = build_retriever({"kind": "dense", "name": "d", "embedder": embedder_cfg, "block_weight": weight})
+        retriever.build(chunks, tmp_path / str(weight))
+        retriever.load(chunks, tmp_path / str(weight))
+        scores[weight] = retriever.scores(query)
+    assert scores[0.0] == pytest.approx(own, abs=1e-6)
+    expected = [0.5 * own[0] + 0.5 * best_line[0], 0.5 * own[1] + 0.5 * best_line[1], own[2]]  # no line: own
+    assert scores[0.5] == pytest.approx(expected, abs=1e-6)
+    assert own[1] > own[0] and expected[0] > expected[1]  # the long chunk's one matching step wins it the rank
+
+
+def test_block_weight_must_be_a_share_and_needs_exact_search() -> None:
+    embedder_cfg = {"kind": "hashing", "name": "hashing"}
+    with pytest.raises(ValueError, match="block_weight must be in"):
+        build_retriever({"kind": "dense", "name": "d", "embedder": embedder_cfg, "block_weight": 1.5})
+    with pytest.raises(ValueError, match="needs index: exact"):
+        build_retriever({"kind": "dense", "name": "d", "embedder": embedder_cfg, "block_weight": 0.5, "index": "hnsw"})
