@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -49,10 +50,25 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def test_fetched_snapshot_matches_data_dvc(project: Path) -> None:
-    """Re-adding the fetched snapshot must reproduce the pinned hash in data.dvc byte for byte."""
-    pinned = (project / "data.dvc").read_text()
-    sh(project, "dvc", "add", "data")
-    assert (project / "data.dvc").read_text() == pinned
+    """Adding the fetched snapshot afresh must reproduce the hash data.dvc pins. data.dvc pins the
+    default corpus's folder, not `data/`: a second corpus fetched beside it leaves it unchanged."""
+    pinned = yaml.safe_load((project / "data.dvc").read_text())["outs"][0]
+    assert pinned["path"] == "data/gnome_help"
+    # DVC refuses a .dvc file under the git-ignored data/; a folder's hash does not depend on where it is
+    check = project / "snapshot_check"
+    shutil.copytree(project / "data/gnome_help", check / "gnome_help")
+    try:
+        sh(project, "dvc", "add", "snapshot_check/gnome_help")
+        added = yaml.safe_load((check / "gnome_help.dvc").read_text())["outs"][0]
+    finally:
+        shutil.rmtree(check)
+    assert {k: added[k] for k in ("md5", "size", "nfiles")} == {k: pinned[k] for k in ("md5", "size", "nfiles")}
+    (project / "data/other_corpus").mkdir()
+    (project / "data/other_corpus/a.page").write_text("<page/>")
+    try:
+        assert "up to date" in sh(project, "dvc", "status", "data.dvc").stdout
+    finally:
+        shutil.rmtree(project / "data/other_corpus")
 
 
 def test_dvc_repro_runs_once_then_only_downstream_of_a_change(project: Path) -> None:
