@@ -86,7 +86,10 @@ class Chunk(BaseModel):
     n_tokens: int
     content_hash: str
 
+    def heading(self) -> str:
+        """Where the chunk sits: its page title and headings, "Title > Section > Subsection"."""
+        return " > ".join([self.title, *self.heading_path])
+
     def index_text(self) -> str:
         """Text given to retrievers: the chunk plus its page title and headings as context."""
-        context = " > ".join([self.title, *self.heading_path])
-        return f"{context}\n{self.text}"
+        return f"{self.heading()}\n{self.text}"

@@ -129,7 +129,7 @@ class LLMExtractor:
             relations=self._relation_lines(),
             max_entities=self.max_entities,
             max_relations=self.max_relations,
-            title=" > ".join([chunk.title, *chunk.heading_path]),
+            title=chunk.heading(),
             text=chunk.text,
         )
 

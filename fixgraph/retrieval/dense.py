@@ -36,7 +36,7 @@ EXPANSION_MODES = ("append", "max")
 def line_texts(chunk: Chunk) -> list[str]:
     """A chunk's lines (blocks: paragraphs, items, steps) other than its title and headings, each with
     the chunk's title and headings as context, as `Chunk.index_text` gives the whole chunk."""
-    context = " > ".join([chunk.title, *chunk.heading_path])
+    context = chunk.heading()
     headings = {chunk.title.strip(), *(h.strip() for h in chunk.heading_path)}
     return [f"{context}\n{line.strip()}" for line in chunk.text.split("\n") if line.strip() not in headings | {""}]
 

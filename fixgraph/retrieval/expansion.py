@@ -97,8 +97,7 @@ class ExpansionJournal(JsonlJournal[Expansion]):
 
 def expand_chunk(chunk: Chunk, llm: Any, template: Any, version: str, n: int, max_tokens: int) -> Expansion:
     """One LLM call: `n` questions the chunk answers (an unparseable answer after a retry gives none)."""
-    heading = " > ".join([chunk.title, *chunk.heading_path])
-    prompt = template.substitute(n=n, heading=heading, text=chunk.text)
+    prompt = template.substitute(n=n, heading=chunk.heading(), text=chunk.text)
     try:
         result = llm.complete_json(prompt, questions_schema(n), stage="expand", max_tokens=max_tokens)
         raw, completions = list(result.value.get("questions", [])), result.completions

@@ -192,8 +192,7 @@ def generate_pairs(
     model = llm.identity()
 
     def ask(chunk: Chunk) -> tuple[Chunk, Any]:
-        heading = " > ".join([chunk.title, *chunk.heading_path])
-        text = template.substitute(heading=heading, text=chunk.text)
+        text = template.substitute(heading=chunk.heading(), text=chunk.text)
         try:
             return chunk, llm.complete_json(text, QA_SCHEMA, stage="corpus_qa", temperature=0.0, max_tokens=max_tokens)
         except StructuredOutputError:
