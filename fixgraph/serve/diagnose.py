@@ -13,7 +13,6 @@ one with its chunk and character span.
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 from collections import defaultdict
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fixgraph.corpus.builder import BlockIndex
 from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.models import Block, Chunk, Document
 from fixgraph.retrieval.base import Hit
@@ -207,18 +207,17 @@ class Diagnoser:
 
     def errno_entries(self, doc: Document, value: str) -> list[dict[str, Any]]:
         """The term + definition of `value` in the page's error sections (else anywhere in the page)."""
-        blocks = sorted(doc.blocks, key=lambda b: b.start)
-        starts = [b.start for b in blocks]
+        blocks = BlockIndex(doc)
         sections = {s.id: s for s in doc.sections}
         found = []
         for doc_id, start, _ in self.spans.get(("errno", value.casefold()), []):
             if doc_id != doc.id:
                 continue
-            i = bisect.bisect_right(starts, start) - 1
-            if i < 0 or blocks[i].kind != "term":
+            head = blocks.block_at(start)
+            if head is None or head.kind != "term":
                 continue  # the errno is mentioned in prose, not the head of an entry
-            unit: list[Block] = [b for b in blocks if b.unit == blocks[i].unit and b.section == blocks[i].section]
-            section = sections.get(blocks[i].section)
+            unit: list[Block] = [b for b in doc.blocks if b.unit == head.unit and b.section == head.section]
+            section = sections.get(head.section)
             in_errors = bool(
                 section is not None and section.heading_path[:1] and section.heading_path[0] in ERROR_SECTIONS
             )
