@@ -113,11 +113,6 @@ class AbstentionPolicy:
         return cls(**dict(cfg or {}))
 
 
-def chunk_block(number: int, chunk: Chunk) -> str:
-    heading = " > ".join([chunk.title, *chunk.heading_path])
-    return f"[{number}] ({heading})\n{chunk.text}"
-
-
 def pack_context(hits: Sequence[Hit], chunks: Mapping[str, Chunk], budget: int, max_chunks: int) -> list[Chunk]:
     """Chunks in rank order while they fit the budget; a chunk that does not fit is skipped, not cut,
     so that every quote the model sees is one the verifier can find in the chunk."""
@@ -127,7 +122,7 @@ def pack_context(hits: Sequence[Hit], chunks: Mapping[str, Chunk], budget: int, 
         chunk = chunks.get(hit.chunk_id)
         if chunk is None or len(packed) >= max_chunks:
             continue
-        cost = count_tokens(chunk_block(len(packed) + 1, chunk))
+        cost = count_tokens(chunk.source_block(len(packed) + 1))
         if used + cost <= budget:
             packed.append(chunk)
             used += cost
@@ -202,7 +197,7 @@ class GroundedAnswerer(_Base):
             result.abstained, result.abstain_reason = True, "empty_context"
             return Prepared(result, None)
         result.context_ids = [c.id for c in context]
-        blocks = "\n\n".join(chunk_block(i, c) for i, c in enumerate(context, start=1))
+        blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
         result.context_tokens = count_tokens(blocks)
         return Prepared(result, self.template.substitute(context=blocks, question=question), len(context))
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fixgraph.answer.base import GroundedAnswer, chunk_block
+from fixgraph.answer.base import GroundedAnswer
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.answer.verify import ClaimVerifier, Verification
 from fixgraph.corpus.models import Chunk
@@ -66,7 +66,7 @@ class RagasMetrics:
         self.template, self.prompt_version = load_prompt(prompt)
 
     def _in_context(self, sentence: str, context: list[Chunk], answer: GroundedAnswer) -> bool:
-        text = "\n\n".join(chunk_block(i, c) for i, c in enumerate(context, start=1))
+        text = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
         return self.verifier.check_pair(sentence, text, answer) == "supported"
 
     def faithfulness(self, answer: GroundedAnswer, verification: Verification, chunks: Mapping[str, Chunk]) -> float:

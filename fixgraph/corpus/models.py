@@ -93,3 +93,8 @@ class Chunk(BaseModel):
     def index_text(self) -> str:
         """Text given to retrievers: the chunk plus its page title and headings as context."""
         return f"{self.heading()}\n{self.text}"
+
+    def source_block(self, number: int) -> str:
+        """The chunk as numbered source `number` of a prompt: the answerer, the verifier, the relevance
+        judge and the QLoRA training examples all show sources this way, so training matches serving."""
+        return f"[{number}] ({self.heading()})\n{self.text}"

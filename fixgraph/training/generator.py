@@ -61,12 +61,6 @@ def prompt_path(prompt: str) -> Path:
     return Path(__file__).resolve().parents[1] / "answer" / "prompts" / f"{prompt}.txt"
 
 
-def chunk_block(number: int, chunk: Any) -> str:
-    """A numbered source as the grounded answerer shows it (tests check it against answer/base.py)."""
-    heading = " > ".join([chunk.title, *chunk.heading_path])
-    return f"[{number}] ({heading})\n{chunk.text}"
-
-
 def sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE.split(text.strip()) if s.strip()]
 
@@ -108,7 +102,7 @@ def build_examples(
             near += rng.sample(others, min(data.distractors - len(near), len(others)))
         context = [gold, *(by_id[c] for c in near)]
         rng.shuffle(context)
-        blocks = "\n\n".join(chunk_block(i, c) for i, c in enumerate(context, start=1))
+        blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
         base = {"doc_id": gold.doc_id, "chunk_id": gold.id, "question": pair.question}
         rows.append(
             {
@@ -121,7 +115,7 @@ def build_examples(
         if rng.random() < data.abstain_fraction:
             unrelated = [c for c in chunks if c.doc_id != gold.doc_id and c.id not in near]
             picked = rng.sample(unrelated, min(len(context), len(unrelated)))
-            blocks = "\n\n".join(chunk_block(i, c) for i, c in enumerate(picked, start=1))
+            blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(picked, start=1))
             rows.append(
                 {
                     **base,

@@ -145,3 +145,14 @@ def test_chunk_index_gaps_unknown_pages_and_missing_offsets_hold_no_chunk() -> N
     assert [index.chunk_at("p", o).id for o in (5, 9, 20, 29)] == ["a", "a", "b", "b"]  # type: ignore[union-attr]
     assert index.chunk_at("p", None) is None
     assert index.chunk_at("other", 7) is None and index.chunks_of("other") == []
+
+
+def test_a_chunk_shows_where_it_sits_to_retrievers_and_prompts() -> None:
+    fields = {"doc_id": "p", "start": 0, "end": 9, "text": "Click OK.", "title": "Printing", "n_tokens": 3}
+    chunk = Chunk(id="p#s-0", heading_path=["Troubleshooting", "Paper jams"], section="s", content_hash="h", **fields)
+    assert chunk.heading() == "Printing > Troubleshooting > Paper jams"
+    assert chunk.index_text() == "Printing > Troubleshooting > Paper jams\nClick OK."
+    # the numbered source the answerer, the verifier and the QLoRA examples put in a prompt
+    assert chunk.source_block(2) == "[2] (Printing > Troubleshooting > Paper jams)\nClick OK."
+    top = Chunk(id="p#_-0", heading_path=[], section="", content_hash="h", **fields)
+    assert top.source_block(1) == "[1] (Printing)\nClick OK."

@@ -153,14 +153,12 @@ def test_trainer_saves_the_adapter_and_the_backend_serves_it(tmp_path: Path) -> 
 
 
 def test_examples_are_the_answerers_prompt_with_a_citation_of_the_gold_chunk() -> None:
-    from fixgraph.answer.base import chunk_block as answer_block
     from fixgraph.answer.prompts import PROMPTS
     from fixgraph.training.corpus_qa import QAPair
-    from fixgraph.training.generator import QAData, build_examples, chunk_block, prompt_path
+    from fixgraph.training.generator import QAData, build_examples, prompt_path
     from tests.unit.test_distill import _toy_corpus
 
     _, chunks = _toy_corpus()
-    assert all(chunk_block(3, c) == answer_block(3, c) for c in chunks)  # the same rendering as serving
     assert prompt_path("answer_grounded_v1") == PROMPTS.folder / "answer_grounded_v1.txt"
     template = Template(prompt_path("answer_grounded_v1").read_text(encoding="utf-8"))
     pair = QAPair("hub-0", "hub", "My hub froze. What now?", "Hold the reset button. Use a paper clip.", 1.0, "p", "m")
