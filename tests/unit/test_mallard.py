@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig
 
+from fixgraph.corpus.debian import DebianSource
 from fixgraph.corpus.mallard import MallardError, MallardOptions, collect_titles, condition_holds, parse_page
 from fixgraph.corpus.models import Document
 from fixgraph.corpus.sources import MallardCorpus, MissingCorpusError
@@ -117,3 +121,32 @@ def test_missing_local_folder_names_the_setting_not_fetch(tmp_path: Path) -> Non
     message = str(err.value)
     assert f"folder {tmp_path}/empty has no Mallard pages (*.page)" in message
     assert "fixgraph ingest corpus=mallard_folder corpus.snapshot_dir=" in message and "fetch" not in message
+
+
+def test_ingest_fetches_a_missing_pinned_corpus_only_when_told(
+    fixture_config: Callable[..., DictConfig], mallard_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixgraph.pipeline.stages import ingest
+
+    fetched: list[Path] = []
+
+    def fake_fetch(source: DebianSource, dest: Path) -> dict[str, str]:  # the package's pages, no network
+        fetched.append(dest)
+        shutil.copytree(mallard_dir, dest)
+        return {"package": source.package}
+
+    monkeypatch.setattr("fixgraph.corpus.sources.fetch_debian_snapshot", fake_fetch)
+    absent = tmp_path / "data" / "pinned"
+    pinned = [f"corpus.snapshot_dir={absent}", "+corpus.package=some-help", "+corpus.version=1.0"]
+    with pytest.raises(MissingCorpusError, match="fixgraph fetch corpus=mallard_folder"):
+        ingest(fixture_config(pinned))
+    assert not fetched and not absent.exists()
+    done = ingest(fixture_config([*pinned, "+corpus.auto_fetch=true"]))
+    assert fetched == [absent] and done.status == "built" and done.info["corpus_hash"]
+    # auto_fetch says how to get the pages, not what they are: the same stage key without it
+    assert ingest(fixture_config(pinned)).status == "cached"
+    # a corpus read in place is never fetched: its folder is the user's data
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MissingCorpusError, match=r"corpus\.snapshot_dir="):
+        ingest(fixture_config([f"corpus.snapshot_dir={tmp_path / 'empty'}", "+corpus.auto_fetch=true"]))
+    assert fetched == [absent]
