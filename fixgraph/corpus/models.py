@@ -95,6 +95,7 @@ class Chunk(BaseModel):
         return f"{self.heading()}\n{self.text}"
 
     def source_block(self, number: int) -> str:
-        """The chunk as numbered source `number` of a prompt: the answerer, the verifier, the relevance
-        judge and the QLoRA training examples all show sources this way, so training matches serving."""
+        """The chunk as numbered source `number` of a prompt: the answerer, the verifier, the RAGAS
+        faithfulness check and the QLoRA training examples all show sources this way, so training
+        matches serving."""
         return f"[{number}] ({self.heading()})\n{self.text}"

@@ -112,6 +112,11 @@ class MallardCorpus:
             raise MissingCorpusError(missing_folder_message(self.name, self.snapshot_dir, "Mallard pages", False))
         return fetch_debian_snapshot(self.package, self.snapshot_dir)
 
+    @property
+    def pinned(self) -> bool:
+        """Fetched from one Debian package (and version): what `corpus.auto_fetch` requires."""
+        return self.package is not None
+
     def is_fetched(self) -> bool:
         return self.snapshot_dir.is_dir() and any(self.snapshot_dir.glob("*.page"))
 

