@@ -36,13 +36,14 @@ def write_analyses(
     questions: list[Question],
     mapping: GoldMapping,
     rankings: dict[str, dict[str, list[Hit]]],
+    doc_of: dict[str, str],
     per_question: pd.DataFrame,
     metrics: list[str],
     out: Path,
 ) -> dict[str, Any]:
     """Write misses.parquet, by_qtype.parquet and by_qtype.md into `out`; return what info.json records."""
     k = int(cfg.evaluation.main_k)
-    misses = miss_analysis(questions, mapping, rankings, k)
+    misses = miss_analysis(questions, mapping, rankings, k, doc_of)
     misses.to_parquet(out / "misses.parquet", index=False)
     boot = cfg.evaluation.bootstrap
     breakdown = by_qtype(per_question, metrics, int(boot.resamples), float(boot.confidence), int(boot.seed))

@@ -121,7 +121,7 @@ def evaluate(
         (tmp / RUN_DIR).mkdir()
         per_question.drop(columns=timing).to_parquet(tmp / "per_question.parquet", index=False)
         per_question[["system", "qid", *timing]].to_parquet(tmp / RUN_DIR / "timings.parquet", index=False)
-        info.update(write_analyses(cfg, questions, mapping, rankings, per_question, headline_metrics(cfg), tmp))
+        info.update(write_analyses(cfg, questions, mapping, rankings, doc_of, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)
         write_json(tmp / "info.json", {k: v for k, v in info.items() if k != "latency"})
         write_json(tmp / RUN_DIR / "latency.json", info["latency"])

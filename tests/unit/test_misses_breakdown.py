@@ -25,7 +25,7 @@ def test_precision_at_k_by_hand() -> None:
 
 def test_miss_classes_by_hand() -> None:
     rankings = {"sys": RANKINGS, "other": {"q1": hits("a#0", "a#1", "b#0"), "q2": hits("c#0")}}
-    misses = miss_analysis(QUESTIONS, MAPPING, rankings, k=2)
+    misses = miss_analysis(QUESTIONS, MAPPING, rankings, k=2, doc_of=DOC_OF)
     sys_rows = misses[misses["system"] == "sys"].sort_values(["qid", "chunk_id"], na_position="last")
     # q1 gold chunks a#0 (not ranked), a#1 (rank 2: a hit), b#0 (rank 4 > 2);
     # q2 c#0 at rank 4, and its second quote was never found in the corpus
@@ -39,10 +39,26 @@ def test_miss_classes_by_hand() -> None:
         ("q2", "c#0", "ranked_below_k", 4),
         ("q2", None, "not_mappable", None),
     ]
+    # a#0's page is in sys's top 2 (through a#1): a within-page miss; b#0's and c#0's pages are not
+    within = {(r.qid, r.chunk_id): r.page_in_top_k for r in sys_rows.itertuples() if not pd.isna(r.chunk_id)}
+    assert within == {("q1", "a#0"): True, ("q1", "b#0"): False, ("q2", "c#0"): False}
+    assert sys_rows["page_in_top_k"].isna().sum() == 1  # the unmappable quote has no page to rank
     counts = miss_counts(misses, ["sys", "other"])
-    assert counts["sys"] == {"ranked_below_k": 2, "never_retrieved": 1, "not_mappable": 1, "total": 4}
+    assert counts["sys"] == {
+        "ranked_below_k": 2,
+        "never_retrieved": 1,
+        "not_mappable": 1,
+        "total": 4,
+        "page_in_top_k": 1,
+    }
     # `other` has a#0 and a#1 in its top 2, b#0 at rank 3; c#0 first; the unmappable quote stays a miss
-    assert counts["other"] == {"ranked_below_k": 1, "never_retrieved": 0, "not_mappable": 1, "total": 2}
+    assert counts["other"] == {
+        "ranked_below_k": 1,
+        "never_retrieved": 0,
+        "not_mappable": 1,
+        "total": 2,
+        "page_in_top_k": 0,
+    }
     assert "q3" not in set(misses["qid"])  # unanswerable: nothing to miss
 
 
