@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fixgraph.corpus.models import Block, Chunk, Document, InlineSpan, Section
+from fixgraph.corpus.models import Block, Document, InlineSpan, Section
 from fixgraph.serve.diagnose import Diagnoser
+from tests.unit.conftest import toy_chunks
 
 # "EBADF" in prose, as an ERRORS entry (term + definition), as an entry in another section, and once
 # in the gap after the ERRORS term that no block covers: a span there must not borrow the block before
@@ -40,18 +41,7 @@ def page() -> Document:
 def test_errno_entries_are_term_and_definition_errors_section_first() -> None:
     doc = page()
     assert len(doc.spans) == 4
-    chunk = Chunk(
-        id="frob.2#_-0",
-        doc_id=doc.id,
-        start=0,
-        end=len(TEXT),
-        text=TEXT,
-        title="frob",
-        heading_path=[],
-        section="",
-        n_tokens=20,
-        content_hash="h",
-    )
+    chunk = toy_chunks({"frob.2#_-0": TEXT})[0].model_copy(update={"doc_id": doc.id})
     entries = Diagnoser({doc.id: doc}, [chunk], None).errno_entries(doc, "EBADF")
     assert [(e["label"], e["text"]) for e in entries] == [
         ("EBADF (errors)", "EBADF (EBADF)\nfd is not open."),
