@@ -134,9 +134,17 @@ class GoldMapping:
             log.warning("gold not mapped: %s", item.report_line())
         lost = self.unmapped_questions(questions)
         if self.coverage < minimum:
+            absent = sum(1 for item in self.items if item.status == "page_missing")
+            # most gold pages absent: the usual cause is a question file run against the wrong corpus
+            hint = (
+                f"; {absent} of them name pages this corpus does not have: were the questions written for "
+                "another corpus? (set corpus=...)"
+                if absent > len(self.items) / 2
+                else ""
+            )
             raise GoldCoverageError(
                 f"only {self.coverage:.1%} of {len(self.items)} gold quotes map onto chunks "
-                f"(minimum {minimum:.0%}); {len(self.unmapped())} unmapped: " + "; ".join(_first(self.unmapped()))
+                f"(minimum {minimum:.0%}); {len(self.unmapped())} unmapped{hint}: " + "; ".join(_first(self.unmapped()))
             )
         if lost and not allow_unmapped:
             names = ", ".join(f"{q.qid} ({q.source})" for q in lost[:10]) + (" ..." if len(lost) > 10 else "")

@@ -61,7 +61,14 @@ def test_unmapped_quotes_are_reported_and_checked() -> None:
     mapping = map_gold([question("Reset the hub.", "not in the page"), question("x", page="nope")], [DOC], CHUNKS)
     assert [i.status for i in mapping.items] == ["mapped", "quote_not_found", "page_missing"]
     assert mapping.coverage == pytest.approx(1 / 3)
-    with pytest.raises(GoldCoverageError, match=r"only 33\.3% of 3 gold quotes"):
+    with pytest.raises(GoldCoverageError, match=r"only 33\.3% of 3 gold quotes") as err:
+        mapping.check(0.98)
+    assert "another corpus" not in str(err.value)  # one missing page of three: a typo, not the wrong corpus
+
+
+def test_gold_of_another_corpus_is_named_as_such() -> None:
+    mapping = map_gold([question("x", page="nope"), question("y", page="gone"), question("Release it.")], [DOC], CHUNKS)
+    with pytest.raises(GoldCoverageError, match=r"2 unmapped; 2 of them name pages this corpus does not have: "):
         mapping.check(0.98)
 
 
