@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from fixgraph.answer.parsing import ANSWER_SCHEMA, model_abstained, parse_reply
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.answer.settings import RUN_KEYS
-from fixgraph.corpus.models import Chunk
+from fixgraph.corpus.models import Chunk, numbered_sources
 from fixgraph.llm.usage import StageCost
 from fixgraph.registry import Registry
 from fixgraph.retrieval.base import Hit
@@ -197,7 +197,7 @@ class GroundedAnswerer(_Base):
             result.abstained, result.abstain_reason = True, "empty_context"
             return Prepared(result, None)
         result.context_ids = [c.id for c in context]
-        blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
+        blocks = numbered_sources(context)
         result.context_tokens = count_tokens(blocks)
         return Prepared(result, self.template.substitute(context=blocks, question=question), len(context))
 

@@ -25,7 +25,7 @@ import numpy as np
 from fixgraph.answer.base import GroundedAnswer
 from fixgraph.answer.prompts import load_prompt
 from fixgraph.answer.verify import ClaimVerifier, Verification
-from fixgraph.corpus.models import Chunk
+from fixgraph.corpus.models import Chunk, numbered_sources
 from fixgraph.llm.structured import StructuredOutputError
 
 QUESTION_SCHEMA: dict[str, Any] = {
@@ -66,7 +66,7 @@ class RagasMetrics:
         self.template, self.prompt_version = load_prompt(prompt)
 
     def _in_context(self, sentence: str, context: list[Chunk], answer: GroundedAnswer) -> bool:
-        text = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
+        text = numbered_sources(context)
         return self.verifier.check_pair(sentence, text, answer) == "supported"
 
     def faithfulness(self, answer: GroundedAnswer, verification: Verification, chunks: Mapping[str, Chunk]) -> float:

@@ -29,7 +29,7 @@ from typing import Any
 
 from fixgraph.answer.base import GroundedAnswer
 from fixgraph.answer.prompts import load_prompt
-from fixgraph.corpus.models import Chunk
+from fixgraph.corpus.models import Chunk, numbered_sources
 from fixgraph.kg.grounding import align
 from fixgraph.llm.structured import StructuredOutputError
 
@@ -169,7 +169,7 @@ class ClaimVerifier:
         if not pairs:
             return {}
         context = [chunks[c] for c in answer.context_ids]
-        blocks = "\n\n".join(c.source_block(n) for n, c in enumerate(context, start=1))
+        blocks = numbered_sources(context)
         number = {c: n for n, c in enumerate(answer.context_ids, start=1)}
         checks = "\n".join(
             f'{k}. Source [{number[c]}], claim: "{answer.sentences[i].text}"' for k, (i, c) in enumerate(pairs, start=1)

@@ -99,3 +99,8 @@ class Chunk(BaseModel):
         faithfulness check and the QLoRA training examples all show sources this way, so training
         matches serving."""
         return f"[{number}] ({self.heading()})\n{self.text}"
+
+
+def numbered_sources(chunks: list[Chunk]) -> str:
+    """Chunks as the numbered sources [1], [2], ... of a prompt, in the order given."""
+    return "\n\n".join(c.source_block(n) for n, c in enumerate(chunks, start=1))

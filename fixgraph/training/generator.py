@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from fixgraph.corpus.models import Chunk
+from fixgraph.corpus.models import Chunk, numbered_sources
 from fixgraph.io import sha256_file
 from fixgraph.training.base import TRAINERS, Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
@@ -103,7 +103,7 @@ def build_examples(
             near += rng.sample(others, min(data.distractors - len(near), len(others)))
         context = [gold, *(by_id[c] for c in near)]
         rng.shuffle(context)
-        blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(context, start=1))
+        blocks = numbered_sources(context)
         base = {"doc_id": gold.doc_id, "chunk_id": gold.id, "question": pair.question}
         rows.append(
             {
@@ -116,7 +116,7 @@ def build_examples(
         if rng.random() < data.abstain_fraction:
             unrelated = [c for c in chunks if c.doc_id != gold.doc_id and c.id not in near]
             picked = rng.sample(unrelated, min(len(context), len(unrelated)))
-            blocks = "\n\n".join(c.source_block(i) for i, c in enumerate(picked, start=1))
+            blocks = numbered_sources(picked)
             rows.append(
                 {
                     **base,

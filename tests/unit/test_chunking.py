@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.chunking import StructuralChunker, chunk_documents
-from fixgraph.corpus.models import Block, Chunk, Document
+from fixgraph.corpus.models import Block, Chunk, Document, numbered_sources
 from fixgraph.corpus.sources import MallardCorpus
 
 
@@ -156,3 +156,8 @@ def test_a_chunk_shows_where_it_sits_to_retrievers_and_prompts() -> None:
     assert chunk.source_block(2) == "[2] (Printing > Troubleshooting > Paper jams)\nClick OK."
     top = Chunk(id="p#_-0", heading_path=[], section="", content_hash="h", **fields)
     assert top.source_block(1) == "[1] (Printing)\nClick OK."
+    # a prompt's sources: numbered from 1 in the order given, one blank line between them
+    assert numbered_sources([top, chunk]) == (
+        "[1] (Printing)\nClick OK.\n\n[2] (Printing > Troubleshooting > Paper jams)\nClick OK."
+    )
+    assert numbered_sources([]) == ""
