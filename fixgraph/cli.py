@@ -27,6 +27,21 @@ OFFLINE_ENV = {
     "DVC_NO_ANALYTICS": "1",
 }
 
+# Pin the CPU math of torch (MKL, oneDNN, ATen kernels) and numpy (its SIMD loops, OpenBLAS) to code
+# paths every x86-64-v2 CPU has. Left to pick by CPU, embeddings and graph node vectors differ in their
+# last bits between machines (AVX-512 vs AVX2), so a fresh clone on other hardware rewrote dvc.lock and
+# could flip near-threshold entity merges. Costs about 3x on uncached document embedding here (MiniLM,
+# 612 chunks: 14 s -> 43 s); query embedding goes through onnxruntime, which these do not touch. numpy's
+# names are those of the pinned numpy 2.x (its dispatch targets above the X86_V2 baseline). Set any of
+# them in the environment to choose otherwise.
+PORTABLE_MATH_ENV = {
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "ATEN_CPU_CAPABILITY": "default",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    "OPENBLAS_CORETYPE": "Nehalem",
+}
+
 
 def commands() -> dict[str, Command]:
     from fixgraph.answer.commands import COMMANDS as ANSWER
@@ -88,7 +103,8 @@ def dispatch(args: argparse.Namespace, command: Command) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    for key, value in OFFLINE_ENV.items():
+    # before anything imports torch: the math libraries read these once, when they load
+    for key, value in {**OFFLINE_ENV, **PORTABLE_MATH_ENV}.items():
         os.environ.setdefault(key, value)
     table = commands()
     args = parse(argv, table)

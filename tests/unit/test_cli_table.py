@@ -50,3 +50,17 @@ def test_sweep_expressions_are_taken_out_before_composition() -> None:
     args = parse(["sweep", "experiment=single", "retriever=choice(dense,bm25)", "--trials", "3"], commands())
     _sweep_words(args)
     assert args.overrides == ["experiment=single"] and [p.key for p in args.sweep_params] == ["retriever"]
+
+
+def test_the_cli_pins_portable_cpu_math_but_keeps_a_choice_made_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from fixgraph.cli import PORTABLE_MATH_ENV
+
+    environment = {k: v for k, v in os.environ.items() if k not in PORTABLE_MATH_ENV} | {"MKL_CBWR": "AVX2"}
+    monkeypatch.setattr(os, "environ", environment)
+    assert main(["config", "+systems.hybrid.rrf_kk=5"]) == 2  # any verb: set before the config is read
+    assert environment["ONEDNN_MAX_CPU_ISA"] == "SSE41" and environment["ATEN_CPU_CAPABILITY"] == "default"
+    assert environment["MKL_CBWR"] == "AVX2"
