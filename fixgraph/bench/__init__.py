@@ -14,11 +14,24 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from fixgraph.config import ConfigError
 
 
 def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def options(cfg: DictConfig) -> dict[str, Any]:
+    """A benchmark's own knobs (`+bench.x=...`, free-form in the schema) as a plain dict; {} when none."""
+    node = cfg.get("bench")
+    if node is None:
+        return {}
+    knobs = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(knobs, dict):
+        raise ConfigError(f"bench: expected a benchmark's options (+bench.name=value), got {knobs!r}")
+    return {str(k): v for k, v in knobs.items()}
 
 
 def run_benchmark(name: str, cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from fixgraph.bench import options
 from fixgraph.config import build, compose
 from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.dedup import DedupConfig, deduplicate
@@ -68,7 +69,7 @@ def measure(cfg: DictConfig, repeats: int) -> dict[str, Any]:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    bench = cfg.get("bench") or {}
+    bench = options(cfg)
     names = list(bench.get("corpora", DEFAULT_CORPORA))
     repeats = int(bench.get("repeats", 3))
     shared = [f"paths.data={cfg.paths.data}", f"paths.artifacts={cfg.paths.artifacts}"]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
+from fixgraph.bench import options
 from fixgraph.config import ConfigError, systems_of
 from fixgraph.evaluation.splits import build_split
 from fixgraph.kg.extract import ExtractionContext, build_extractor, extract_all
@@ -136,7 +137,7 @@ def ppr_latency(cfg: DictConfig) -> dict[str, Any]:
 def run(cfg: DictConfig) -> dict[str, Any]:
     from fixgraph.bench._extraction_resume import extraction_resume
 
-    bench = cfg.get("bench") or {}
+    bench = options(cfg)
     graph_stage.build(cfg, track=False)
     result: dict[str, Any] = {"corpus": str(cfg.corpus.name)}
     result["structural_extraction"] = structural_extraction(cfg, int(bench.get("repeats", 1)))

@@ -22,8 +22,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from fixgraph.bench import options
 from fixgraph.evaluation.splits import build_split
 from fixgraph.pipeline.stages import chunk, load_chunks, open_system
 
@@ -62,9 +63,8 @@ def system_cfg(cfg: DictConfig, option: str, extra: Sequence[str] = (), **overri
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    options = OmegaConf.to_container(cfg.get("bench", {}) or {}, resolve=True)
-    assert isinstance(options, dict)
-    skip = set(options.get("skip", []))
+    knobs = options(cfg)
+    skip = set(knobs.get("skip", []))
     questions = [q.question for q in build_split(cfg.split).load()]
     chunk(cfg)
     chunks = load_chunks(cfg)
@@ -104,7 +104,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     )
     measure("hybrid", "hybrid")
     if "rerank" not in skip:
-        subset = questions[: int(options.get("rerank_questions", 40))]
+        subset = questions[: int(knobs.get("rerank_questions", 40))]
         measure("hybrid_ce", "hybrid_ce", subset)
         measure("hybrid_ce_onnx", "hybrid_ce", subset, **{"reranker.backend": "onnx"})
         measure("hybrid_ce_int8", "hybrid_ce_int8", subset)

@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from fixgraph.bench import options
 from fixgraph.config import systems_of
 from fixgraph.evaluation.splits import build_split
 from fixgraph.pipeline.stages import chunk, load_chunks, open_system
@@ -194,7 +195,7 @@ def sse_load(base: str, questions: list[str], clients: int, seconds: float, veri
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    bench = cfg.get("bench") or {}
+    bench = options(cfg)
     clients = int(bench.get("clients", 50))
     seconds = float(bench.get("seconds", 60))
     verify = bool(bench.get("verify", False))

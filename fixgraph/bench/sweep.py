@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from fixgraph.bench import options
 from fixgraph.config import systems_of, to_dict
 from fixgraph.experiment.evaluate import rank_all
 from fixgraph.experiment.sweep import open_storage, run_sweep
@@ -34,7 +35,7 @@ PEER_TRIALS = 3
 
 
 def run(cfg: DictConfig, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    bench = cfg.get("bench") or {}
+    bench = options(cfg)
     trials = int(bench.get("trials", 100))
     cfg = OmegaConf.create(to_dict(cfg))
     spec = build_sweep(cfg.sweep)

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from fixgraph.bench import options
 from fixgraph.config import systems_of, to_dict
 
 
@@ -27,7 +28,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from fixgraph.llm.base import build_llm
     from fixgraph.pipeline.stages import load_chunks, open_system
 
-    n = int((cfg.get("bench") or {}).get("questions", 5))  # +bench.questions=N
+    n = int(options(cfg).get("questions", 5))  # +bench.questions=N
     llm_cfg = {**to_dict(cfg.llm), "cache": {"enabled": False}}
     llm = build_llm(llm_cfg)
     answerer = build_answerer(cfg.answer)
