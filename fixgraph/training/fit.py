@@ -58,6 +58,14 @@ class FitSettings:
         if self.accelerator not in ACCELERATORS:
             raise ValueError(f"trainer: unknown accelerator {self.accelerator!r}; valid: {', '.join(ACCELERATORS)}")
 
+    def device(self) -> str:
+        """Where a model must be loaded before lightning sees it: 4-bit bitsandbytes weights are quantised
+        on the device they load on and cannot follow lightning's later `.to()` (their quantisation state
+        stays behind), so the QLoRA trainer loads them straight onto the GPU."""
+        if self.accelerator == "cpu" or not torch.cuda.is_available():
+            return "cpu"
+        return "cuda"
+
 
 @dataclass(frozen=True)
 class Tracking:
@@ -220,7 +228,7 @@ def fit(
         accelerator=settings.accelerator,
         devices=1,
         precision=settings.precision,  # type: ignore[arg-type]
-        deterministic=settings.accelerator == "cpu",
+        deterministic=settings.device() == "cpu",
         max_epochs=settings.epochs if settings.epochs > 0 else -1,
         max_steps=settings.max_steps,
         val_check_interval=val_every,

@@ -298,7 +298,8 @@ class QLoRATrainer(Trainer):
 
         from fixgraph.llm.hf_export import load_causal_lm
 
-        tokenizer, model = load_causal_lm(self.base_folder(), self.dtype, self.quantization)
+        device = self.fit_settings.device()
+        tokenizer, model = load_causal_lm(self.base_folder(), self.dtype, self.quantization, device)
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=self.gradient_checkpointing)
         model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **self.lora))
         return tokenizer, model, training_mode_4bit(model)
@@ -344,6 +345,7 @@ class QLoRATrainer(Trainer):
             "base_model": self.base_model,
             "base_export": _export_marker(self.base_folder()),
             "quantized_layers": quantized,
+            "device": self.fit_settings.device(),
             "examples": {"train": len(train_rows), "validation": len(val_rows)},
             "dropped_too_long": dropped_train + dropped_val,
             "weights_sha256": {w.name: sha256_file(w) for w in sorted(out.glob("*.safetensors"))},

@@ -174,3 +174,21 @@ def test_examples_are_the_answerers_prompt_with_a_citation_of_the_gold_chunk() -
     assert "My hub froze. What now?" in answer["prompt"] and answer["prompt"].count("\n[") == 3  # gold + 2 others
     assert json.loads(abstain["completion"]) == {"abstain": True, "sentences": []}
     assert "Hold the reset button" not in abstain["prompt"]  # the gold chunk is not in its context
+
+
+def test_the_backend_device_is_checked_and_cached_apart(tmp_path: Path) -> None:
+    from fixgraph.llm.backends.transformers_local import TransformersLLM
+    from fixgraph.llm.base import LLMUnavailableError
+    from fixgraph.training.fit import FitSettings
+
+    base = tiny_qwen(tmp_path / "base")
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        TransformersLLM(name="tiny", model=str(base), device="tpu")
+    cpu = TransformersLLM(name="tiny", model=str(base), dtype="float32")
+    gpu = TransformersLLM(name="tiny", model=str(base), dtype="float32", device="cuda")
+    assert cpu.identity() != gpu.identity()  # GPU replies never answer a CPU run from the cache
+    assert FitSettings(epochs=1, accelerator="cpu").device() == "cpu"
+    if not torch.cuda.is_available():
+        assert FitSettings(epochs=1, accelerator="gpu").device() == "cpu"  # lightning then names the problem
+        with pytest.raises(LLMUnavailableError, match="torch sees no GPU"):
+            gpu.complete("question", max_tokens=1)

@@ -16,6 +16,8 @@ from fixgraph.io import stable_hash
 from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
+DEVICES = ("cpu", "cuda", "auto")  # auto: the GPU when torch sees one
+
 
 @LLMS.register("transformers")
 class TransformersLLM:
@@ -30,6 +32,7 @@ class TransformersLLM:
         dtype: str = "bfloat16",
         quantization: str | None = None,
         adapter: str | None = None,
+        device: str = "cpu",
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a model folder, a .gguf file or a catalog name)")
@@ -40,7 +43,10 @@ class TransformersLLM:
                 raise ValueError(
                     f"llm {name}: unknown quantization {quantization!r}; valid: {', '.join(QUANTIZATIONS)}"
                 )
+        if device not in DEVICES:
+            raise ValueError(f"llm {name}: unknown device {device!r}; valid: {', '.join(DEVICES)}")
         self.name, self.model, self.model_dir, self.dtype = name, model, Path(model_dir), dtype
+        self.device = device
         self.quantization, self.adapter = quantization, adapter
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
@@ -55,9 +61,12 @@ class TransformersLLM:
 
     def identity(self) -> str:
         base = self._base_identity()
-        if self.quantization is None and self.adapter is None:
+        if self.quantization is None and self.adapter is None and self.device == "cpu":
             return base
-        return stable_hash({"base": base, "quantization": self.quantization, "adapter": self._adapter_identity()})
+        parts = {"base": base, "quantization": self.quantization, "adapter": self._adapter_identity()}
+        if self.device != "cpu":  # GPU kernels round differently: their replies are cached apart
+            parts["device"] = self.device
+        return stable_hash(parts)
 
     def _adapter_identity(self) -> str | None:
         if self.adapter is None:
@@ -84,11 +93,16 @@ class TransformersLLM:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             folder, gguf = self._source()
+            device = "cuda" if self.device != "cpu" and torch.cuda.is_available() else "cpu"
+            if self.device == "cuda" and device == "cpu":
+                raise LLMUnavailableError(f"llm {self.name}: device cuda, but torch sees no GPU")
             if self.quantization is not None or self.adapter is not None:
                 from fixgraph.llm.hf_export import hf_folder, load_causal_lm
 
                 self._adapter_identity()  # a clear error when the adapter is missing
-                tokenizer, model = load_causal_lm(hf_folder(self.model, self.model_dir), self.dtype, self.quantization)
+                tokenizer, model = load_causal_lm(
+                    hf_folder(self.model, self.model_dir), self.dtype, self.quantization, device
+                )
                 if self.adapter is not None:
                     from peft import PeftModel
 
@@ -96,7 +110,10 @@ class TransformersLLM:
             else:
                 extra = {"gguf_file": gguf} if gguf else {}
                 tokenizer = AutoTokenizer.from_pretrained(str(folder), **extra)
-                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, self.dtype), **extra)
+                placed = {"device_map": device} if device != "cpu" else {}
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(folder), dtype=getattr(torch, self.dtype), **extra, **placed
+                )
             model.eval()
             self._loaded = (tokenizer, model)
         return self._loaded
@@ -109,7 +126,7 @@ class TransformersLLM:
             messages = chat_messages(prompt, params.get("system"))
             inputs = tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
+            ).to(model.device)
             temperature = float(params.get("temperature") or 0.0)
             if params.get("seed") is not None:
                 torch.manual_seed(int(params["seed"]))
