@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from fixgraph.io import stable_hash
 from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_fields, drop_none
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
@@ -33,11 +34,13 @@ class LlamaCppLLM:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         seed: int = 0,
+        adapter: str | None = None,
     ) -> None:
         if not model:
             raise ValueError(f"llm {name}: needs a `model` (a .gguf path or a name from `fixgraph llm list`)")
         self.name, self.model, self.model_dir = name, model, Path(model_dir)
         self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
+        self.adapter = adapter  # a peft LoRA folder (`fixgraph train`), served through llama.cpp's LoRA support
         self._llama: Any = None
         self._lock = threading.Lock()  # one llama.cpp context is not safe to share between threads
 
@@ -46,7 +49,18 @@ class LlamaCppLLM:
         return resolve_gguf(self.model, self.model_dir)
 
     def identity(self) -> str:
-        return f"gguf:sha256:{file_sha256(self.path)}"
+        base = f"gguf:sha256:{file_sha256(self.path)}"
+        if self.adapter is None:
+            return base
+        return stable_hash({"base": base, "lora": file_sha256(self._adapter_weights())})
+
+    def _adapter_weights(self) -> Path:
+        from fixgraph.llm.lora_gguf import WEIGHTS
+
+        weights = Path(str(self.adapter)) / WEIGHTS
+        if not weights.exists():
+            raise LLMUnavailableError(f"llm {self.name}: no adapter {weights}; train it with `fixgraph train`")
+        return weights
 
     def _load(self) -> Any:
         if self._llama is None:
@@ -57,8 +71,19 @@ class LlamaCppLLM:
                     f"llm {self.name}: llama-cpp-python is not installed; `pip install -e '.[llm]'` "
                     "(it compiles llama.cpp, ~11 min on 2 cores)"
                 ) from exc
+            lora_path = None
+            if self.adapter is not None:
+                from fixgraph.llm.lora_gguf import adapter_gguf
+
+                self._adapter_weights()  # a clear error when it is missing
+                lora_path = str(adapter_gguf(Path(self.adapter), self.path, self.model_dir))
             self._llama = Llama(
-                model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed, verbose=False
+                model_path=str(self.path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                seed=self.seed,
+                verbose=False,
+                lora_path=lora_path,
             )
         return self._llama
 
