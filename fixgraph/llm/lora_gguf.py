@@ -17,8 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fixgraph.io import atomic_path, read_json
-from fixgraph.llm.gguf import file_sha256
+from fixgraph.io import atomic_path, read_json, sha256_file
 
 WEIGHTS = "adapter_model.safetensors"
 # peft module path -> llama.cpp tensor name (blk.<layer>.<name>.weight)
@@ -75,7 +74,7 @@ def adapter_gguf(adapter: Path, base_gguf: Path, model_dir: Path) -> Path:
 
     if not (adapter / WEIGHTS).exists():
         raise FileNotFoundError(f"{adapter}: no {WEIGHTS} (train it with `fixgraph train`)")
-    target = model_dir / "lora" / f"{file_sha256(adapter / WEIGHTS)[:16]}.gguf"
+    target = model_dir / "lora" / f"{sha256_file(adapter / WEIGHTS)[:16]}.gguf"
     if target.exists():
         return target
     config = _check_config(adapter)

@@ -48,6 +48,7 @@ def test_the_adapter_becomes_a_llama_cpp_lora_file(tmp_path: Path) -> None:
     adapter = _adapter(tmp_path / "adapter")
     path = adapter_gguf(adapter, _base(tmp_path / "base.gguf"), tmp_path / "models")
     assert path.parent == tmp_path / "models" / "lora" and not list(adapter.glob("*.gguf"))  # not in the DVC output
+    assert not list(adapter.glob("*.sha256"))  # no hash sidecar written into it either
     reader = gguf.GGUFReader(str(path))
     fields = {name: bytes(f.parts[-1]) for name, f in reader.fields.items()}
     assert fields["general.type"] == b"adapter" and fields["adapter.type"] == b"lora"
@@ -91,6 +92,7 @@ def test_the_llama_cpp_backend_caches_adapter_replies_apart(tmp_path: Path) -> N
     plain = LlamaCppLLM(model=str(base))
     tuned = LlamaCppLLM(model=str(base), adapter=str(adapter))
     assert plain.identity() != tuned.identity()
+    assert not list(adapter.glob("*.sha256"))  # the adapter folder is a stage output: nothing written into it
     retrained = _adapter(tmp_path / "adapter2", b_shape=(6, 2), r=2)
     (retrained / "adapter_model.safetensors").write_bytes(b"other weights")
     assert LlamaCppLLM(model=str(base), adapter=str(retrained)).identity() != tuned.identity()

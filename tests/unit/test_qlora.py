@@ -146,6 +146,7 @@ def test_trainer_saves_the_adapter_and_the_backend_serves_it(tmp_path: Path) -> 
     served = TransformersLLM(name="tiny", model=str(base), dtype="float32", quantization="nf4", adapter=str(out))
     plain = TransformersLLM(name="tiny", model=str(base), dtype="float32")
     assert served.identity() != plain.identity()
+    assert not list(out.glob("*.sha256"))  # identity hashes the adapter without writing into its folder
     completion = served.complete("question colour of the sky", max_tokens=3)
     assert completion.output_tokens >= 1 and isinstance(completion.text, str)
     with pytest.raises(Exception, match="no adapter"):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fixgraph.io import stable_hash
+from fixgraph.io import sha256_file, stable_hash
 from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, StreamItem, chat_fields, drop_none
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
@@ -52,7 +52,8 @@ class LlamaCppLLM:
         base = f"gguf:sha256:{file_sha256(self.path)}"
         if self.adapter is None:
             return base
-        return stable_hash({"base": base, "lora": file_sha256(self._adapter_weights())})
+        # sha256_file, not file_sha256: its sidecar would land in the adapter folder, a stage output
+        return stable_hash({"base": base, "lora": sha256_file(self._adapter_weights())})
 
     def _adapter_weights(self) -> Path:
         from fixgraph.llm.lora_gguf import WEIGHTS

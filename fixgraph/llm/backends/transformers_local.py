@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fixgraph.io import stable_hash
+from fixgraph.io import sha256_file, stable_hash
 from fixgraph.llm.base import LLMS, Completion, LLMUnavailableError, chat_messages
 from fixgraph.llm.gguf import file_sha256, resolve_gguf
 
@@ -76,7 +76,7 @@ class TransformersLLM:
             raise LLMUnavailableError(
                 f"llm {self.name}: no adapter in {self.adapter}; train it with `fixgraph train --trainer {self.name}`"
             )
-        return stable_hash({w.name: file_sha256(w) for w in weights})
+        return stable_hash({w.name: sha256_file(w) for w in weights})  # no sidecar in the stage output
 
     def _base_identity(self) -> str:
         folder, gguf = self._source()
