@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from fixgraph import __version__
+from fixgraph.evaluation.cost import cost_metrics
 from fixgraph.io import write_json, write_text
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ def log_evaluation(
                     values[f"{metric}_ci_low"] = est["low"]
                     values[f"{metric}_ci_high"] = est["high"]
                 values.update(info["latency"].get(system, {}))
+                values.update(cost_metrics(info.get("cost", {}).get(system, {})))
                 values.update(extra_metrics)
                 mlflow.log_metrics(values)
                 rows = result.per_question[result.per_question["system"] == system]

@@ -32,6 +32,11 @@ def _evaluate(args: argparse.Namespace, cfg: Any) -> int:
         f"corpus {result.info['corpus']} {result.info['corpus_version']}"
     )
     print(result.table)
+    if result.info.get("cost"):
+        from fixgraph.evaluation.cost import cost_table
+
+        print("What each system cost (latency: this run's wall time)\n")
+        print(cost_table(result.info["cost"], result.info.get("latency", {})))
     print(f"outputs: {result.output_dir}")
     if result.mlflow_run_id:
         print(f"MLflow run {result.mlflow_run_id} (browse with `fixgraph ui`)")

@@ -2,7 +2,8 @@
 
 Writes, under artifacts/eval/<corpus>/<name>/: the gold mapping, qrels and one TREC run per system
 (so any metric can be recomputed elsewhere), the per-question table, metrics with CIs and the
-markdown table; then records the run in MLflow.
+markdown table, and under `_run/` (it differs run to run) latency and what each system cost (index
+build and size, opening, LLM calls and tokens per query: `cost.md`); then records the run in MLflow.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fixgraph.config import systems_of
+from fixgraph.evaluation.cost import cost_table, system_cost
 from fixgraph.evaluation.gold import map_gold
 from fixgraph.evaluation.questions import Question
 from fixgraph.evaluation.report import latency_summary, markdown_table, summarise, summary_json
@@ -23,42 +25,66 @@ from fixgraph.evaluation.splits import resolve_questions
 from fixgraph.evaluation.trec import write_qrels, write_run
 from fixgraph.experiment.analyses import fingerprints, write_analyses
 from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, write_json, write_jsonl, write_text
+from fixgraph.llm.usage import metering
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
+from fixgraph.retrieval.system import System
 
 log = logging.getLogger(__name__)
 
 
 def rank_all(
-    cfg: DictConfig, questions: list[Question], chunks: list[Any], traces: dict[str, list[Any]] | None = None
+    cfg: DictConfig,
+    questions: list[Question],
+    chunks: list[Any],
+    traces: dict[str, list[Any]] | None = None,
+    costs: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, dict[str, list[Hit]]], list[dict[str, Any]]]:
     """system -> qid -> ranking, and per-question timings of each stage. Systems whose first stage can
-    say what it linked a question to (graph retrievers: their seeds) have it recorded into `traces`."""
+    say what it linked a question to (graph retrievers: their seeds) have it recorded into `traces`;
+    what each system's index and LLM calls cost goes into `costs`."""
     depth = int(cfg.evaluation.depth)
     rankings: dict[str, dict[str, list[Hit]]] = {}
     timings: list[dict[str, Any]] = []
     for name, system_cfg in systems_of(cfg).items():
+        opening = time.perf_counter()
         system = open_system(cfg, name, system_cfg, chunks)
+        open_seconds = time.perf_counter() - opening
         rankings[name] = {}
-        for question in questions:
-            started = time.perf_counter()
-            rankings[name][question.qid] = system.search(question.question, depth)
-            elapsed = 1000 * (time.perf_counter() - started)
-            stage_ms = {f"stage_{k}": v for k, v in system.last_timings.items()}
-            if traces is not None and (trace := system.trace(question.question)) is not None:
-                traces.setdefault(name, []).append({"qid": question.qid, **trace})
-            timings.append(
-                {
-                    "system": name,
-                    "qid": question.qid,
-                    "retrieve_ms": stage_ms.pop("stage_first_stage_ms"),
-                    "rerank_ms": stage_ms.pop("stage_rerank_ms"),
-                    "total_ms": elapsed,
-                    **stage_ms,
-                }
-            )
+        with metering() as llm_usage:
+            _rank_questions(system, name, questions, depth, rankings[name], timings, traces)
+        if costs is not None:
+            costs[name] = system_cost(system.index_cost, open_seconds, llm_usage.totals(), len(questions))
     return rankings, timings
+
+
+def _rank_questions(
+    system: System,
+    name: str,
+    questions: list[Question],
+    depth: int,
+    ranking: dict[str, list[Hit]],
+    timings: list[dict[str, Any]],
+    traces: dict[str, list[Any]] | None,
+) -> None:
+    for question in questions:
+        started = time.perf_counter()
+        ranking[question.qid] = system.search(question.question, depth)
+        elapsed = 1000 * (time.perf_counter() - started)
+        stage_ms = {f"stage_{k}": v for k, v in system.last_timings.items()}
+        if traces is not None and (trace := system.trace(question.question)) is not None:
+            traces.setdefault(name, []).append({"qid": question.qid, **trace})
+        timings.append(
+            {
+                "system": name,
+                "qid": question.qid,
+                "retrieve_ms": stage_ms.pop("stage_first_stage_ms"),
+                "rerank_ms": stage_ms.pop("stage_rerank_ms"),
+                "total_ms": elapsed,
+                **stage_ms,
+            }
+        )
 
 
 def evaluate(
@@ -78,7 +104,8 @@ def evaluate(
         float(cfg.evaluation.min_gold_coverage), questions, bool(cfg.evaluation.get("allow_unmapped", False))
     )
     traces: dict[str, list[Any]] = {}
-    rankings, timings = rank_all(cfg, questions, chunks, traces)
+    costs: dict[str, dict[str, Any]] = {}
+    rankings, timings = rank_all(cfg, questions, chunks, traces, costs)
     doc_of = {c.id: c.doc_id for c in chunks}
     per_question = per_question_table(cfg, questions, mapping, rankings, doc_of, timings)
     boot = cfg.evaluation.bootstrap
@@ -104,6 +131,7 @@ def evaluate(
         "chunker": chunk_result.info,
         "systems": list(rankings),
         "latency": latency_summary(per_question),
+        "cost": costs,
     }
     info["fingerprints"] = fingerprints(cfg, questions, manifest["corpus_hash"], info["chunks_hash"])
     metrics = summary_json(summary)
@@ -123,8 +151,10 @@ def evaluate(
         per_question[["system", "qid", *timing]].to_parquet(tmp / RUN_DIR / "timings.parquet", index=False)
         info.update(write_analyses(cfg, questions, mapping, rankings, doc_of, per_question, headline_metrics(cfg), tmp))
         write_json(tmp / "metrics.json", metrics)
-        write_json(tmp / "info.json", {k: v for k, v in info.items() if k != "latency"})
+        write_json(tmp / "info.json", {k: v for k, v in info.items() if k not in ("latency", "cost")})
         write_json(tmp / RUN_DIR / "latency.json", info["latency"])
+        write_json(tmp / RUN_DIR / "cost.json", costs)
+        write_text(tmp / RUN_DIR / "cost.md", cost_table(costs, info["latency"]))
         write_text(tmp / "table.md", table)
     write_json(layout.metrics_file(name), {s: {m: v["mean"] for m, v in ms.items()} for s, ms in metrics.items()})
     log.info("evaluation %s (%d questions) written to %s", name, len(questions), out)

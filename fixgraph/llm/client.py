@@ -8,6 +8,7 @@ per stage.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 from fixgraph.llm.base import LLM, Completion, LLMError, StreamItem
 from fixgraph.llm.cache import LLMCache, cache_key
 from fixgraph.llm.structured import StructuredOutputError, StructuredResult, check, retry_prompt
-from fixgraph.llm.usage import UsageMeter
+from fixgraph.llm.usage import UsageMeter, active_meters
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -92,7 +93,7 @@ class LLMClient:
         key = cache_key(self.kind, self.identity(), request, prompt)
         hit = cache.get(key)
         if hit is not None:
-            self.usage.record(stage, hit)
+            self._count(stage, hit)
         return request, cache, key, hit
 
     def _record(
@@ -107,7 +108,13 @@ class LLMClient:
         """Cache a fresh reply and count it for `stage`."""
         if cache is not None:
             cache.put(key, self.kind, self.identity(), request, prompt, completion)
+        self._count(stage, completion)
+
+    def _count(self, stage: str, completion: Completion) -> None:
+        """In this client's totals and in every `metering()` block the call is made in."""
         self.usage.record(stage, completion)
+        for meter in active_meters():
+            meter.record(stage, completion)
 
     def stream(self, prompt: str, stage: str = "default", **params: Any) -> Iterator[StreamItem]:
         """Text deltas as the backend produces them, then the whole reply's Completion (cached and
@@ -167,8 +174,10 @@ class LLMClient:
         if self.max_concurrency == 1:
             yield from (fn(item) for item in items)
             return
+        # each item runs in a copy of the caller's context, so `metering()` blocks count calls made on threads
+        caller = contextvars.copy_context()
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            yield from pool.map(fn, items)
+            yield from pool.map(lambda item: caller.copy().run(fn, item), items)
 
     def close(self) -> None:
         if self._cache is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,6 +68,28 @@ class UsageMeter:
     def totals(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             return {name: asdict(usage) for name, usage in sorted(self._stages.items())}
+
+
+# the meters of every `metering()` block the current context is inside
+_ACTIVE: ContextVar[tuple[UsageMeter, ...]] = ContextVar("fixgraph_llm_meters", default=())
+
+
+@contextmanager
+def metering() -> Iterator[UsageMeter]:
+    """Every LLM call made inside the block, by any `LLMClient`, is also counted in the meter it yields.
+
+    How a caller learns what a unit of work costs (one system's queries in an evaluation) without
+    knowing which of its components call an LLM or which clients they built. Blocks nest."""
+    meter = UsageMeter()
+    token = _ACTIVE.set((*_ACTIVE.get(), meter))
+    try:
+        yield meter
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_meters() -> tuple[UsageMeter, ...]:
+    return _ACTIVE.get()
 
 
 def usage_metrics(totals: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:

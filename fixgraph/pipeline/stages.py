@@ -317,4 +317,16 @@ def open_system(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Se
     result = index(cfg, system, system_cfg, chunks)
     opened = build_system(system_cfg)
     opened.load(chunks, result.output)
+    opened.index_cost = {
+        "status": result.status,
+        # the build that made this index (a cached one keeps it); embedding caches can make it shorter than cold
+        "build_seconds": float(result.run.get("seconds", float("nan"))),
+        "bytes": folder_bytes(result.output),
+    }
     return opened
+
+
+def folder_bytes(folder: Path) -> int:
+    """Size of a stage's output, without its `_run/` records."""
+    files = (p for p in folder.rglob("*") if p.is_file() and RUN_DIR not in p.relative_to(folder).parts)
+    return sum(p.stat().st_size for p in files)

@@ -34,7 +34,12 @@ def test_evaluation_outputs_can_be_recomputed_elsewhere(fixture_config: Callable
         "table.md",
         "unmapped_gold.txt",
     ]
-    assert sorted(p.name for p in (out / "_run").iterdir()) == ["latency.json", "timings.parquet"]
+    assert sorted(p.name for p in (out / "_run").iterdir()) == [
+        "cost.json",
+        "cost.md",
+        "latency.json",
+        "timings.parquet",
+    ]
     assert not [c for c in pd.read_parquet(out / "per_question.parquet").columns if c.endswith("_ms")]
     assert result.coverage == 1.0
     assert result.info["questions"] == 5 and result.info["scored_questions"] == 4

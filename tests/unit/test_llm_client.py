@@ -13,7 +13,7 @@ from fixgraph.llm.base import Completion, FakeLLM, build_llm
 from fixgraph.llm.cache import LLMCache, cache_key
 from fixgraph.llm.client import LLMClient
 from fixgraph.llm.structured import StructuredOutputError, check, parse_json
-from fixgraph.llm.usage import usage_metrics
+from fixgraph.llm.usage import metering, usage_metrics
 
 SCHEMA = {
     "type": "object",
@@ -199,3 +199,26 @@ def test_first_token_logprobs_is_a_log_softmax_by_token_text() -> None:
     top = first_token_logprobs(logits, 4, lambda ids: texts[ids[0]])
     reference = log_softmax(logits)
     assert top == pytest.approx({"The": reference[3], "Yes": reference[0], "yes": reference[2]})
+
+
+def test_metering_counts_every_client_inside_the_block_and_nothing_outside(tmp_path: Path) -> None:
+    first = LLMClient(FakeLLM(default="a b"), cache={"path": str(tmp_path / "c.sqlite")})
+    second = LLMClient(FakeLLM(default="c"), max_concurrency=2)
+    first.complete("before the block")
+    with metering() as outer:
+        first.complete("one two", stage="rewrite")
+        first.complete("one two", stage="rewrite")  # a cache hit: tokens counted, flagged cached
+        with metering() as inner:
+            # calls made on the client's worker threads count too
+            assert list(second.map(lambda p: second.complete(p, stage="rerank").text, ["x", "y z"])) == ["c", "c"]
+    first.complete("after the block")
+    assert outer.totals()["rewrite"] == {
+        "calls": 2,
+        "cached_calls": 1,
+        "input_tokens": 4,
+        "output_tokens": 4,
+        "seconds": 0.0,
+    }
+    assert outer.totals()["rerank"]["calls"] == 2 and outer.totals()["rerank"]["input_tokens"] == 3
+    assert inner.totals() == {"rerank": outer.totals()["rerank"]}
+    assert first.usage.totals()["default"]["calls"] == 2  # the client's own totals are unchanged in kind
