@@ -12,9 +12,7 @@ from tabulate import tabulate
 LLM_FIELDS = ("calls", "cached_calls", "input_tokens", "output_tokens", "seconds")
 
 
-def system_cost(
-    index_cost: Mapping[str, Any], open_seconds: float, usage: Mapping[str, Mapping[str, Any]], queries: int
-) -> dict[str, Any]:
+def system_cost(index_cost: Mapping[str, Any], usage: Mapping[str, Mapping[str, Any]], queries: int) -> dict[str, Any]:
     """One system's record. `usage` is an LLM usage meter's totals (stage -> fields) over `queries`
     queries; LLM figures are per query, and `llm_seconds` counts only calls not answered from the cache."""
     total = {f: sum(float(stage.get(f, 0)) for stage in usage.values()) for f in LLM_FIELDS}
@@ -23,7 +21,7 @@ def system_cost(
         "index_status": str(index_cost.get("status", "")),
         "index_build_s": float(index_cost.get("build_seconds", math.nan)),
         "index_mb": float(index_cost.get("bytes", 0)) / 1e6,
-        "open_s": float(open_seconds),
+        "load_s": float(index_cost.get("load_seconds", math.nan)),
         "queries": queries,
         "llm_calls_per_query": total["calls"] / per_query,
         "llm_cached_calls_per_query": total["cached_calls"] / per_query,
@@ -55,7 +53,7 @@ def cost_table(costs: Mapping[str, Mapping[str, Any]], latency: Mapping[str, Map
                 system,
                 f"{cost['index_build_s']:.1f} ({cost['index_status']})",
                 f"{cost['index_mb']:.1f}",
-                f"{cost['open_s']:.1f}",
+                f"{cost['load_s']:.1f}",
                 f"{timed.get('total_p50_ms', math.nan):.1f}",
                 f"{timed.get('total_p95_ms', math.nan):.1f}",
                 f"{calls:.1f}" + (f" ({cost['llm_cached_calls_per_query'] / calls:.0%} cached)" if calls else ""),
@@ -67,7 +65,7 @@ def cost_table(costs: Mapping[str, Mapping[str, Any]], latency: Mapping[str, Map
         "system",
         "index build s",
         "index MB",
-        "open s",
+        "load s",
         "p50 ms/query",
         "p95 ms/query",
         "LLM calls/query",

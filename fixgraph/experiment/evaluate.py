@@ -48,14 +48,12 @@ def rank_all(
     rankings: dict[str, dict[str, list[Hit]]] = {}
     timings: list[dict[str, Any]] = []
     for name, system_cfg in systems_of(cfg).items():
-        opening = time.perf_counter()
         system = open_system(cfg, name, system_cfg, chunks)
-        open_seconds = time.perf_counter() - opening
         rankings[name] = {}
         with metering() as llm_usage:
             _rank_questions(system, name, questions, depth, rankings[name], timings, traces)
         if costs is not None:
-            costs[name] = system_cost(system.index_cost, open_seconds, llm_usage.totals(), len(questions))
+            costs[name] = system_cost(system.index_cost, llm_usage.totals(), len(questions))
     return rankings, timings
 
 

@@ -34,7 +34,7 @@ class System:
         self.depth = depth
         self.texts: dict[str, str] = {}
         self.last_timings: dict[str, float] = {}
-        # what its index cost (`open_system` fills it: status built|cached, build_seconds, bytes)
+        # what its index cost (`open_system` fills it: status built|cached, build_seconds, bytes, load_seconds)
         self.index_cost: dict[str, Any] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
