@@ -1,4 +1,4 @@
-"""What each evaluated system costs: its index (build time, size), opening it, and per query its
+"""What each evaluated system costs: its index (build time, size), loading it, and per query its
 latency and LLM use, so a quality gain can be weighed against what it takes to get."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Writes, under artifacts/eval/<corpus>/<name>/: the gold mapping, qrels and one TREC run per system
 (so any metric can be recomputed elsewhere), the per-question table, metrics with CIs and the
 markdown table, and under `_run/` (it differs run to run) latency and what each system cost (index
-build and size, opening, LLM calls and tokens per query: `cost.md`); then records the run in MLflow.
+build and size, loading, LLM calls and tokens per query: `cost.md`); then records the run in MLflow.
 """
 
 from __future__ import annotations
