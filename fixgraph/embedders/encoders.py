@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -274,6 +277,28 @@ class HashingEmbedder:
         return self._encode(texts)
 
 
+@dataclass
+class EmbeddingCount:
+    embedded: int = 0  # texts the model embedded
+    from_cache: int = 0  # texts whose vectors the cache already held
+
+
+# the counters of every `counting_embeddings()` block the current context is inside
+_COUNTS: ContextVar[tuple[EmbeddingCount, ...]] = ContextVar("fixgraph_embedding_counts", default=())
+
+
+@contextmanager
+def counting_embeddings() -> Iterator[EmbeddingCount]:
+    """Counts the texts every `EmbeddingCache.embed` inside the block embeds or finds cached: how an
+    index build says whether its seconds were a cold build or a rebuild from vectors already made."""
+    count = EmbeddingCount()
+    token = _COUNTS.set((*_COUNTS.get(), count))
+    try:
+        yield count
+    finally:
+        _COUNTS.reset(token)
+
+
 class EmbeddingCache:
     """Document vectors stored per embedder identity, looked up by the hash of the embedded text.
 
@@ -302,6 +327,9 @@ class EmbeddingCache:
         known = dict(self.load(embedder))
         keys = [sha256_text(t) for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
+        for count in _COUNTS.get():
+            count.embedded += len(missing)
+            count.from_cache += sum(k in known for k in keys)
         if missing:
             vectors = embedder.embed_documents([t for _, t in missing])
             known.update({k: v for (k, _), v in zip(missing, vectors, strict=True)})

@@ -20,8 +20,12 @@ def system_cost(index_cost: Mapping[str, Any], usage: Mapping[str, Mapping[str, 
     return {
         "index_status": str(index_cost.get("status", "")),
         "index_build_s": float(index_cost.get("build_seconds", math.nan)),
+        # texts the build embedded / found in the embedding cache (None: an index built before they were counted)
+        "index_texts_embedded": index_cost.get("texts_embedded"),
+        "index_texts_from_cache": index_cost.get("texts_from_cache"),
         "index_mb": float(index_cost.get("bytes", 0)) / 1e6,
         "load_s": float(index_cost.get("load_seconds", math.nan)),
+        "load_texts_embedded": int(index_cost.get("load_texts_embedded", 0)),
         "queries": queries,
         "llm_calls_per_query": total["calls"] / per_query,
         "llm_cached_calls_per_query": total["cached_calls"] / per_query,
@@ -51,9 +55,9 @@ def cost_table(costs: Mapping[str, Mapping[str, Any]], latency: Mapping[str, Map
         rows.append(
             [
                 system,
-                f"{cost['index_build_s']:.1f} ({cost['index_status']})",
+                f"{cost['index_build_s']:.1f} ({cost['index_status']}{_texts(cost)})",
                 f"{cost['index_mb']:.1f}",
-                f"{cost['load_s']:.1f}",
+                f"{cost['load_s']:.1f}" + (f" ({n} embedded)" if (n := cost["load_texts_embedded"]) else ""),
                 f"{timed.get('total_p50_ms', math.nan):.1f}",
                 f"{timed.get('total_p95_ms', math.nan):.1f}",
                 f"{calls:.1f}" + (f" ({cost['llm_cached_calls_per_query'] / calls:.0%} cached)" if calls else ""),
@@ -73,3 +77,11 @@ def cost_table(costs: Mapping[str, Mapping[str, Any]], latency: Mapping[str, Map
         "LLM s/query (uncached)",
     ]
     return tabulate(rows, headers=header, tablefmt="github") + "\n"
+
+
+def _texts(cost: Mapping[str, Any]) -> str:
+    """How much of the build was embedding: `; 612 of 612 texts embedded` (0 of N: a rebuild from cached vectors)."""
+    embedded, cached = cost.get("index_texts_embedded"), cost.get("index_texts_from_cache")
+    if embedded is None or cached is None or embedded + cached == 0:
+        return ""
+    return f"; {embedded} of {embedded + cached} texts embedded"

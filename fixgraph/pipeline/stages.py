@@ -30,6 +30,7 @@ from fixgraph.corpus.manifest import account_files, build_manifest
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.sources import CorpusSource, EmptyCorpusError, MissingCorpusError, build_corpus
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
+from fixgraph.embedders.encoders import counting_embeddings
 from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.retrieval.system import System, build_system
@@ -305,8 +306,10 @@ def index(
         folder = layout.local_index_dir(system)
 
     def produce(out: Path) -> dict[str, Any]:
-        build_system(system_cfg).build(chunks, out)
-        return {"system": system, "chunks": len(chunks)}
+        with counting_embeddings() as count:
+            build_system(system_cfg).build(chunks, out)
+        run = {"texts_embedded": count.embedded, "texts_from_cache": count.from_cache}
+        return {"system": system, "chunks": len(chunks), "run": run}
 
     return run_stage(f"index[{system}]", folder, key, produce)
 
@@ -316,15 +319,19 @@ def open_system(cfg: DictConfig, system: str, system_cfg: DictConfig, chunks: Se
     (evaluation, sweeps, the candidate cache, answers, benchmarks, the API) gets one."""
     result = index(cfg, system, system_cfg, chunks)
     loading = time.perf_counter()
-    opened = build_system(system_cfg)
-    opened.load(chunks, result.output)
+    with counting_embeddings() as on_load:  # what a system embeds on load (link expansion: link contexts)
+        opened = build_system(system_cfg)
+        opened.load(chunks, result.output)
     opened.index_cost = {
         "status": result.status,
         # the build that made this index (a cached index keeps it); texts already in the embedding cache
-        # (embedded for another index of the same embedder) cost that build nothing
+        # (embedded for another index of the same embedder) cost that build nothing: the counts say
         "build_seconds": float(result.run.get("seconds", float("nan"))),
+        "texts_embedded": result.run.get("texts_embedded"),  # None for an index built before they were counted
+        "texts_from_cache": result.run.get("texts_from_cache"),
         "bytes": folder_bytes(result.output),
-        "load_seconds": time.perf_counter() - loading,  # models, vectors, and what a system embeds on load
+        "load_seconds": time.perf_counter() - loading,
+        "load_texts_embedded": on_load.embedded,
     }
     return opened
 

@@ -1,5 +1,6 @@
-"""`fixgraph evaluate` reports what each system costs: its index, opening it, and LLM calls and tokens
-per query (issue 16), counted for the system that makes them and no other."""
+"""`fixgraph evaluate` reports what each system costs: its index (and how many texts its build really
+embedded), loading it, and LLM calls and tokens per query (issue 16), counted for the system that makes
+them and no other."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import fixgraph
 from fixgraph.evaluation.cost import cost_metrics, cost_table
 from fixgraph.experiment.evaluate import evaluate
 from fixgraph.io import RUN_DIR
+from fixgraph.pipeline.stages import load_chunks
 
 SYSTEMS = [
     "experiment=single",
@@ -23,6 +25,10 @@ SYSTEMS = [
     "retriever@systems.hyde.first_stage=bm25",
     "llm@systems.hyde.llm=fake",
     "systems.hyde.llm.default='Open the Settings'",
+    # two dense indexes over the same texts: the second is built from the first one's cached vectors
+    "+retriever@systems.dense=dense",
+    "+retriever@systems.dense_again=dense",
+    "systems.dense_again.name=dense_again",
     "tracking.enabled=false",
 ]
 
@@ -44,6 +50,12 @@ def test_costs_are_recorded_per_system_and_tokens_do_not_depend_on_the_cache(
     for cost in (bm25, hyde):
         assert cost["queries"] == questions and cost["index_status"] == "built"
         assert cost["index_mb"] > 0 and cost["index_build_s"] >= 0 and cost["load_s"] >= 0
+    # a cold build embeds every chunk; a build of the same texts for another system embeds none of them
+    chunks = len(load_chunks(cfg))
+    dense, dense_again = first.info["cost"]["dense"], first.info["cost"]["dense_again"]
+    assert (dense["index_texts_embedded"], dense["index_texts_from_cache"]) == (chunks, 0)
+    assert (dense_again["index_texts_embedded"], dense_again["index_texts_from_cache"]) == (0, chunks)
+    assert (bm25["index_texts_embedded"], bm25["load_texts_embedded"]) == (0, 0)
 
     # it differs run to run, so it lives under _run/, outside the byte-stable outputs
     assert json.loads((first.output_dir / RUN_DIR / "cost.json").read_text()) == first.info["cost"]
@@ -51,6 +63,7 @@ def test_costs_are_recorded_per_system_and_tokens_do_not_depend_on_the_cache(
     table = (first.output_dir / RUN_DIR / "cost.md").read_text()
     assert table == cost_table(first.info["cost"], first.info["latency"])
     assert "1.0 (0% cached)" in table and "(built)" in table
+    assert f"(built; {chunks} of {chunks} texts embedded)" in table and f"(built; 0 of {chunks} texts" in table
 
     # again: indexes and LLM replies come from the caches; the tokens a query costs stay what they were
     again = evaluate(cfg, name="cost")
@@ -59,6 +72,9 @@ def test_costs_are_recorded_per_system_and_tokens_do_not_depend_on_the_cache(
     assert hyde_again["llm_input_tokens_per_query"] == hyde["llm_input_tokens_per_query"]
     assert again.info["cost"]["bm25"]["index_status"] == "cached"
     assert again.info["cost"]["bm25"]["index_mb"] == bm25["index_mb"]
+    # a cached index keeps what its build embedded
+    assert again.info["cost"]["dense"]["index_status"] == "cached"
+    assert again.info["cost"]["dense"]["index_texts_embedded"] == chunks
 
     metrics = cost_metrics(hyde_again)
     assert metrics["cost_llm_calls_per_query"] == 1.0 and "cost_llm_stages" not in metrics
