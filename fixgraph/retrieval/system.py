@@ -34,7 +34,8 @@ class System:
         self.depth = depth
         self.texts: dict[str, str] = {}
         self.last_timings: dict[str, float] = {}
-        # what its index cost (`open_system` fills it: status built|cached, build_seconds, bytes, load_seconds)
+        # what its index cost: status built|cached, build_seconds, texts_embedded / texts_from_cache of that
+        # build, bytes, load_seconds, load_texts_embedded (`open_system` fills it; evaluate reports it)
         self.index_cost: dict[str, Any] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
