@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fixgraph.collectors import collecting
 from fixgraph.io import atomic_path, sha256_text, stable_hash
 from fixgraph.modelpaths import model_identity, resolve_model_path
 from fixgraph.registry import Registry
@@ -287,16 +288,10 @@ class EmbeddingCount:
 _COUNTS: ContextVar[tuple[EmbeddingCount, ...]] = ContextVar("fixgraph_embedding_counts", default=())
 
 
-@contextmanager
-def counting_embeddings() -> Iterator[EmbeddingCount]:
+def counting_embeddings() -> AbstractContextManager[EmbeddingCount]:
     """Counts the texts every `EmbeddingCache.embed` inside the block embeds or finds cached: how an
     index build says whether its seconds were a cold build or a rebuild from vectors already made."""
-    count = EmbeddingCount()
-    token = _COUNTS.set((*_COUNTS.get(), count))
-    try:
-        yield count
-    finally:
-        _COUNTS.reset(token)
+    return collecting(_COUNTS, EmbeddingCount())
 
 
 class EmbeddingCache:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fixgraph.collectors import collecting
 from fixgraph.llm.base import Completion
 
 
@@ -74,18 +75,12 @@ class UsageMeter:
 _ACTIVE: ContextVar[tuple[UsageMeter, ...]] = ContextVar("fixgraph_llm_meters", default=())
 
 
-@contextmanager
-def metering() -> Iterator[UsageMeter]:
+def metering() -> AbstractContextManager[UsageMeter]:
     """Every LLM call made inside the block, by any `LLMClient`, is also counted in the meter it yields.
 
     How a caller learns what a unit of work costs (one system's queries in an evaluation) without
     knowing which of its components call an LLM or which clients they built. Blocks nest."""
-    meter = UsageMeter()
-    token = _ACTIVE.set((*_ACTIVE.get(), meter))
-    try:
-        yield meter
-    finally:
-        _ACTIVE.reset(token)
+    return collecting(_ACTIVE, UsageMeter())
 
 
 def active_meters() -> tuple[UsageMeter, ...]:
