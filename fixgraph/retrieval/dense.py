@@ -163,19 +163,22 @@ class DenseRetriever:
             self._last_query = (query, self.embedder.embed_queries([query])[0])
         return self._last_query[1]
 
-    def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
+    def own_and_line(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk, in index order: the best cosine of its own rows (its vector, its expansion questions:
+        max-sim) and of its lines (its own score where it has no line rows)."""
         rows = self._matrix @ vector
         if len(rows) == len(self._ids):
-            return rows
+            return rows, rows
         own = ~self._is_line
         best = np.full(len(self._ids), -np.inf, dtype=rows.dtype)
-        np.maximum.at(best, self._owner[own], rows[own])  # max-sim over a chunk's own vector and its questions'
-        if not self._is_line.any():
-            return best
+        np.maximum.at(best, self._owner[own], rows[own])
         line = np.full(len(self._ids), -np.inf, dtype=rows.dtype)
         np.maximum.at(line, self._owner[self._is_line], rows[self._is_line])
-        line = np.where(np.isfinite(line), line, best)  # a chunk of headings only has no line: its own score
-        return (1 - self.block_weight) * best + self.block_weight * line
+        return best, np.where(np.isfinite(line), line, best)  # a chunk of headings only has no line
+
+    def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
+        own, line = self.own_and_line(vector)
+        return own if self.block_weight == 0 else (1 - self.block_weight) * own + self.block_weight * line
 
     def scores(self, query: str) -> np.ndarray:
         return self._chunk_scores(self.embed_query(query))

@@ -92,6 +92,7 @@ class LinkExpansionRetriever:
         self.chunks_of: dict[str, list[str]] = {}
         self.out_links: dict[str, list[tuple[str, int, float]]] = {}  # page -> (target, context row, type weight)
         self.in_links: dict[str, list[tuple[str, int, float]]] = {}  # page -> (source chunk, context row, type weight)
+        self.into: dict[str, list[tuple[int, float]]] = {}  # page -> (context row, type weight) of every link into it
         self.context_vectors = np.zeros((0, 0), dtype=np.float32)
         self.traces: dict[str, dict[str, Any]] = {}
         self.last_timings: dict[str, float] = {}
@@ -114,7 +115,7 @@ class LinkExpansionRetriever:
         frame = pd.read_parquet(self.links_path)
         frame = frame[(frame["status"] == "resolved") & (frame["source_doc"] != frame["resolved_doc"])]
         texts: list[str] = []
-        self.out_links, self.in_links = defaultdict(list), defaultdict(list)
+        self.out_links, self.in_links, self.into = defaultdict(list), defaultdict(list), defaultdict(list)
         index = ChunkIndex(chunks)
         for row in frame.to_dict("records"):
             type_weight = self.link_types.get(str(row["link_type"]), 0.0)
@@ -122,6 +123,7 @@ class LinkExpansionRetriever:
             if type_weight <= 0 or target not in self.chunks_of:
                 continue
             self.out_links[str(row["source_doc"])].append((target, len(texts), type_weight))
+            self.into[target].append((len(texts), type_weight))
             start = row.get("start")
             holder = None if start is None or pd.isna(start) else index.chunk_at(str(row["source_doc"]), int(start))
             if holder is not None:
@@ -134,11 +136,15 @@ class LinkExpansionRetriever:
             self.context_vectors = np.asarray(vectors, dtype=np.float32)[[position[t] for t in texts]]
 
     def search(self, query: str, k: int) -> list[Hit]:
+        return self.expand(query, k)[0]
+
+    def expand(self, query: str, k: int) -> tuple[list[Hit], dict[str, float]]:
+        """The top k hits, and per page reached by a link out of a seed page its best match."""
         started = time.perf_counter()
         first = self.first_stage.search(query, max(self.candidates, k))
         searched = time.perf_counter()
         if not first:
-            return []
+            return [], {}
         scores = {h.chunk_id: h.score for h in first}
         seeds = list(dict.fromkeys(self.doc_of[h.chunk_id] for h in first))[: self.seed_pages]
         links = [link for page in seeds for link in self.out_links.get(page, [])]
@@ -175,7 +181,18 @@ class LinkExpansionRetriever:
             "links_ms": 1000 * (time.perf_counter() - searched),
         }
         order = sorted(final, key=lambda c: (-final[c], c))
-        return [Hit(c, final[c]) for c in order[: max(k, 0)]]
+        return [Hit(c, final[c]) for c in order[: max(k, 0)]], reach
+
+    def incoming(self, query_vector: np.ndarray) -> dict[str, float]:
+        """Per page, the best match (cosine x type weight, >= 0) of any link into it, from any page: the
+        words other pages use for it ("anchor text"), whether or not the linking page ranks."""
+        if not self.into:
+            return {}
+        matches = self.context_vectors @ query_vector
+        return {
+            page: max(0.0, max(float(matches[row]) * weight for row, weight in links))
+            for page, links in self.into.items()
+        }
 
     def query_vector(self, query: str) -> np.ndarray:
         """The question's vector; a dense first stage with the same embedder already computed it."""
