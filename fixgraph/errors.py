@@ -11,6 +11,7 @@ from fixgraph.evaluation.agreement import AgreementError, LabelFileError
 from fixgraph.evaluation.gold import GoldCoverageError
 from fixgraph.evaluation.protocol_errors import PROTOCOL_ERRORS
 from fixgraph.evaluation.questions import QuestionFileError
+from fixgraph.llm.gguf import ModelAssemblyError
 from fixgraph.modelpaths import ModelNotFoundError
 from fixgraph.registry import UnknownOptionError
 
@@ -26,6 +27,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     LabelFileError,
     QuestionFileError,
     ModelNotFoundError,
+    ModelAssemblyError,  # a GGUF model not assembled, unknown or failing its checksum: the message says what to run
     UnknownOptionError,
     FileNotFoundError,
     KeyError,

@@ -44,6 +44,21 @@ def test_config_errors_name_the_key_in_one_line(capsys: pytest.CaptureFixture[st
     assert "systems.hybrid.rrf_kk" in capsys.readouterr().err
 
 
+def test_a_model_that_is_not_assembled_or_unknown_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["llm", "assemble", "no-such-model"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "fixgraph llm: error: unknown GGUF model 'no-such-model'" in err
+    from fixgraph.llm.gguf import resolve_gguf  # what answering with a model never assembled reaches
+
+    with pytest.raises(Exception, match="not assembled") as raised:
+        resolve_gguf("qwen2.5-coder-0.5b-instruct-q4_k_m", tmp_path)
+    from fixgraph.errors import USER_ERRORS
+
+    assert isinstance(raised.value, USER_ERRORS)
+
+
 def test_sweep_expressions_are_taken_out_before_composition() -> None:
     from fixgraph.experiment.commands import _sweep_words
 
