@@ -70,7 +70,7 @@ class LearnedRankRetriever:
         graph = [s for s in GRAPH_SIGNALS if weights.get(s, 0.0) != 0.0]
         if graph and not self.linked:
             raise ValueError(f"retriever {name}: weights on {', '.join(graph)} need a link_expansion first stage")
-        self._ids: list[str] = []
+        self._position: dict[str, int] = {}  # chunk id -> position in index order
         self._page = np.zeros(0, dtype=np.int64)  # chunk position -> page number
         self._pages: list[str] = []
         self._log_tokens = np.zeros(0)
@@ -83,20 +83,22 @@ class LearnedRankRetriever:
     def load(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         load_first_stage(self.first_stage, chunks, workdir)
         self.lexical.load(chunks, workdir / "lexical")
-        self._ids = [c.id for c in chunks]
+        self._position = {c.id: i for i, c in enumerate(chunks)}
         self._pages = sorted({c.doc_id for c in chunks})
         number = {p: i for i, p in enumerate(self._pages)}
         self._page = np.array([number[c.doc_id] for c in chunks], dtype=np.int64)
         self._log_tokens = np.log1p([c.n_tokens for c in chunks])
 
-    def signals(self, query: str) -> tuple[list[Hit], np.ndarray]:
-        """The first stage's candidates and one row of SIGNALS per candidate (what the weights multiply)."""
+    def signals(self, query: str, k: int = 0) -> tuple[list[Hit], np.ndarray]:
+        """The first stage's candidates (`candidates`, or k if more) and one row of SIGNALS per candidate
+        (what the weights multiply)."""
         vector = np.asarray(self.dense.embed_query(query))
+        depth = max(self.candidates, k)
         if self.linked:
-            hits, reach = self.first_stage.expand(query, self.candidates)
+            hits, reach = self.first_stage.expand(query, depth)
             anchor = self.first_stage.incoming(vector)
         else:
-            hits, reach, anchor = self.first_stage.search(query, self.candidates), {}, {}
+            hits, reach, anchor = self.first_stage.search(query, depth), {}, {}
         own, line = self.dense.own_and_line(vector)
         blocks = self.dense.scores(query)  # the dense score (own and line blended by its block_weight)
         page_best = np.full(len(self._pages), -np.inf)
@@ -105,10 +107,10 @@ class LearnedRankRetriever:
         rank[np.lexsort((np.arange(len(self._pages)), -page_best))] = np.arange(1, len(self._pages) + 1)
         lexical = np.asarray(self.lexical.scores(query), dtype=np.float64)
         lexical = lexical / lexical.max() if lexical.max() > 0 else lexical
-        position = {c: i for i, c in enumerate(self._ids)}
         rows = []
         for hit in hits:
-            i, page = position[hit.chunk_id], self._page[position[hit.chunk_id]]
+            i = self._position[hit.chunk_id]
+            page = self._page[i]
             name = self._pages[page]
             rows.append(
                 [
@@ -126,7 +128,7 @@ class LearnedRankRetriever:
 
     def search(self, query: str, k: int) -> list[Hit]:
         started = time.perf_counter()
-        hits, signals = self.signals(query)
+        hits, signals = self.signals(query, k)
         scored = time.perf_counter()
         scores = signals @ self.weights
         order = sorted(range(len(hits)), key=lambda j: (-scores[j], hits[j].chunk_id))
