@@ -101,13 +101,13 @@ def recall_within(frame: pd.DataFrame, score: str, budget: pd.Series) -> pd.Seri
     return kept.groupby("qid")["gold"].sum() / frame.groupby("qid")["n_gold"].first()
 
 
-def evaluate(path: Path, names: list[str], c: float, balance: bool) -> None:
+def evaluate(path: Path, names: list[str], c: float, balance: bool, fold: str) -> None:
     frame = pd.read_parquet(path)
     frame["base"] = -frame["base_rank"].astype(float)
     first_stage = str(frame["first_stage"].iloc[0])
     results = []
-    for held in sorted(frame["corpus"].unique()):
-        train, test = frame[frame["corpus"] != held], frame[frame["corpus"] == held].copy()
+    for held in sorted(frame[fold].unique()):
+        train, test = frame[frame[fold] != held], frame[frame[fold] == held].copy()
         weights = fit(train, names, c, balance)
         print(f"fitted without {held}:", {n: round(float(w), 3) for n, w in zip(names, weights, strict=True)})
         test["ltr"] = test[names].to_numpy() @ weights
@@ -155,12 +155,13 @@ def main() -> None:
     fitting.add_argument("--signals", type=Path, required=True)
     fitting.add_argument("--use", default=",".join(SIGNALS), help="signals the model may weight")
     fitting.add_argument("--C", type=float, default=0.01, help="inverse L2 strength")
+    fitting.add_argument("--hold-out", choices=("corpus", "part"), default="corpus", help="what each fit leaves out")
     fitting.add_argument("--balance", action="store_true", help="bridge and other questions weigh half each")
     args = parser.parse_args()
     if args.command == "signals":
         signals(args.parts, args.system, args.out)
     else:
-        evaluate(args.signals, args.use.split(","), args.C, args.balance)
+        evaluate(args.signals, args.use.split(","), args.C, args.balance, args.hold_out)
 
 
 if __name__ == "__main__":
