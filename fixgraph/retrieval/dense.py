@@ -176,9 +176,12 @@ class DenseRetriever:
         np.maximum.at(line, self._owner[self._is_line], rows[self._is_line])
         return best, np.where(np.isfinite(line), line, best)  # a chunk of headings only has no line
 
-    def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
-        own, line = self.own_and_line(vector)
+    def blend(self, own: np.ndarray, line: np.ndarray) -> np.ndarray:
+        """The chunk scores from `own_and_line`'s two arrays: (1 - block_weight) x own + block_weight x line."""
         return own if self.block_weight == 0 else (1 - self.block_weight) * own + self.block_weight * line
+
+    def _chunk_scores(self, vector: np.ndarray) -> np.ndarray:
+        return self.blend(*self.own_and_line(vector))
 
     def scores(self, query: str) -> np.ndarray:
         return self._chunk_scores(self.embed_query(query))

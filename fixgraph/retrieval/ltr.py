@@ -63,7 +63,7 @@ class LearnedRankRetriever:
         self.linked = hasattr(stage, "expand")
         self.first_stage, self.dense = stage, stage.first_stage if self.linked else stage
         self.lexical: Any = build_retriever(lexical)
-        if not hasattr(self.dense, "own_and_line"):
+        if not hasattr(self.dense, "own_and_line") or not hasattr(self.dense, "blend"):
             raise ValueError(f"retriever {name}: the first stage must be dense, or link expansion over a dense one")
         if not hasattr(self.lexical, "scores"):
             raise ValueError(f"retriever {name}: `lexical` must give every chunk a score (bm25, backend bm25s)")
@@ -100,7 +100,8 @@ class LearnedRankRetriever:
         else:
             hits, reach, anchor = self.first_stage.search(query, depth), {}, {}
         own, line = self.dense.own_and_line(vector)
-        blocks = self.dense.scores(query)  # the dense score (own and line blended by its block_weight)
+        blocks = self.dense.blend(own, line)  # the dense score, from the cosines already computed
+        best = blocks.max()
         page_best = np.full(len(self._pages), -np.inf)
         np.maximum.at(page_best, self._page, blocks)
         rank = np.empty(len(self._pages))
@@ -119,7 +120,7 @@ class LearnedRankRetriever:
                     reach.get(name, 0.0),
                     anchor.get(name, 0.0),
                     lexical[i],
-                    page_best[page] - blocks.max(),
+                    page_best[page] - best,
                     1.0 / rank[page],
                     self._log_tokens[i],
                 ]
