@@ -35,8 +35,10 @@ def signals(parts: str, system: str, out: Path) -> None:
     rows = []
     for part in parts.split(","):
         split, corpus = part.split(":")
-        system_override = f"+retriever@systems.{system}={system}"
-        cfg = compose([f"split={split}", f"corpus={corpus}", "experiment=leaderboard", system_override])
+        overrides = [f"split={split}", f"corpus={corpus}", "experiment=leaderboard"]
+        cfg = compose(overrides)
+        if system not in systems_of(cfg):  # a retriever config the preset does not hold
+            cfg = compose([*overrides, f"+retriever@systems.{system}={system}"])
         questions = resolve_questions(cfg, None, None).questions  # refuses locked questions
         chunk(cfg)
         docs, chunks = load_documents(cfg), load_chunks(cfg)
