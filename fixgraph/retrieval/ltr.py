@@ -36,6 +36,7 @@ from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_re
 
 SIGNALS = ("own", "line", "reach", "anchor", "bm25", "page_best", "page_rank", "log_tokens")
 GRAPH_SIGNALS = ("reach", "anchor")
+TRACE_TOP = 10  # hits whose score the trace breaks down by signal
 
 
 @RETRIEVERS.register("ltr")
@@ -75,6 +76,7 @@ class LearnedRankRetriever:
         self._pages: list[str] = []
         self._log_tokens = np.zeros(0)
         self.last_timings: dict[str, float] = {}
+        self.traces: dict[str, list[dict[str, Any]]] = {}  # query -> its top hits' weight x signal terms
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         build_first_stage(self.first_stage, chunks, workdir)
@@ -133,6 +135,13 @@ class LearnedRankRetriever:
         scored = time.perf_counter()
         scores = signals @ self.weights
         order = sorted(range(len(hits)), key=lambda j: (-scores[j], hits[j].chunk_id))
+        terms = signals * self.weights
+        used = [i for i, w in enumerate(self.weights) if w != 0.0]
+        self.traces[query] = [
+            {"chunk": hits[j].chunk_id, "score": round(float(scores[j]), 4),
+             **{SIGNALS[i]: round(float(terms[j, i]), 4) for i in used}}
+            for j in order[:TRACE_TOP]
+        ]  # fmt: skip
         self.last_timings = {
             **getattr(self.first_stage, "last_timings", {}),
             "signals_ms": 1000 * (scored - started),
@@ -141,5 +150,7 @@ class LearnedRankRetriever:
         return [Hit(hits[j].chunk_id, float(scores[j])) for j in order[: max(k, 0)]]
 
     def trace(self, query: str) -> dict[str, Any]:
+        """The first stage's trace (link expansion: seeds, pages reached) and, for the top hits, each
+        signal's term (weight x value) of the score: why a chunk ranks where it does."""
         trace = getattr(self.first_stage, "trace", None)
-        return dict(trace(query)) if trace is not None else {}
+        return {**(trace(query) if trace is not None else {}), "terms": self.traces.get(query, [])}

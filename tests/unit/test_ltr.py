@@ -89,6 +89,19 @@ def test_the_score_is_weights_times_signals(tmp_path: Path) -> None:
     ranked = retriever.search(QUERY, 10)
     assert {h.chunk_id: h.score for h in ranked} == pytest.approx(expected)
     assert [h.chunk_id for h in ranked] == sorted(expected, key=lambda c: (-expected[c], c))
+    # the trace breaks each top hit's score into its weighted signals, in ranking order
+    trace = retriever.trace(QUERY)
+    assert trace["seed_pages"] == ["d1"]  # the link expansion's own trace comes along
+    assert [t["chunk"] for t in trace["terms"]] == [h.chunk_id for h in ranked]
+    by_chunk = {h.chunk_id: row for h, row in zip(hits, matrix, strict=True)}
+    for term in trace["terms"]:
+        assert set(term) == {"chunk", "score", *weights}  # signals with weight 0 are left out
+        assert term["anchor"] == pytest.approx(3.0 * by_chunk[term["chunk"]][SIGNALS.index("anchor")], abs=1e-4)
+        assert sum(term[s] for s in weights) == pytest.approx(term["score"], abs=1e-3)
+    reverse = _ltr(tmp_path / "r", {"own": -1.0})  # a ranking unlike the first stage's
+    backwards = [h.chunk_id for h in reverse.search(QUERY, 10)]
+    assert backwards != [h.chunk_id for h in reverse.signals(QUERY)[0]]
+    assert [t["chunk"] for t in reverse.trace(QUERY)["terms"]] == backwards
     # the anchor weight alone puts the page the conditional link leads to first
     anchored = [h.chunk_id for h in _ltr(tmp_path / "a", {**ONLY, "anchor": 1.0}).search(QUERY, 2)]
     assert sorted(anchored) == sorted([C2, C2B])
