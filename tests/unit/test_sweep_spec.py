@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 from omegaconf import OmegaConf
 
+from fixgraph.config import compose
 from fixgraph.evaluation.protocol_errors import SweepError
+from fixgraph.experiment.sweep import resolve_spec
 from fixgraph.experiment.sweep_spec import build_sweep, parse_param, split_sweep_overrides
+from fixgraph.experiment.trials import TrialRunner, check_space
 
 BASE = {"name": "s", "kind": "optuna", "system": "hybrid", "n_trials": 5}
 
@@ -126,3 +131,17 @@ def test_trial_records_in_mlflow_hide_secrets() -> None:
         "retriever=dense",
         "+llm.token=<redacted>",
     ]
+
+
+SHIPPED_SWEEPS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "sweep").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED_SWEEPS)
+def test_every_shipped_sweep_names_keys_of_the_configs_it_composes(name: str) -> None:
+    """A shipped search space stays in step with the configs: a renamed key fails here, not at trial 0."""
+    cfg = compose([f"sweep={name}"])
+    spec = resolve_spec(cfg, [])
+    check_space(TrialRunner(cfg, spec, list(spec.base), []), spec.params)
+    typo = parse_param("retriever.no_such_key", "interval(0.0, 1.0)")
+    with pytest.raises(SweepError, match=r"retriever\.no_such_key"):
+        check_space(TrialRunner(cfg, spec, list(spec.base), []), [*spec.params, typo])
