@@ -21,7 +21,14 @@ import numpy as np
 
 from fixgraph.corpus.models import Chunk, Document
 from fixgraph.corpus.store import read_documents
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
+from fixgraph.retrieval.base import (
+    RETRIEVERS,
+    Hit,
+    RecentTraces,
+    build_first_stage,
+    build_retriever,
+    load_first_stage,
+)
 from fixgraph.retrieval.ppr import min_max, personalized_pagerank
 
 DEFAULT_LINK_WEIGHTS = {"guide": 0.5, "seealso": 1.0, "inline": 1.0, "next": 0.5}
@@ -64,7 +71,7 @@ class _LinkLayerBase:
         self.doc_index: dict[str, int] = {}
         self.doc_of: dict[str, str] = {}
         self.chunks_of: dict[str, list[str]] = {}
-        self.traces: dict[str, dict[str, Any]] = {}
+        self.traces = RecentTraces()
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         build_first_stage(self.first_stage, chunks, workdir)

@@ -5,6 +5,7 @@ A retriever built from config is the same object in the benchmark, the sweep and
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,21 @@ RETRIEVERS: Registry[Retriever] = Registry(
         )
     ],
 )
+
+
+class RecentTraces(OrderedDict[str, Any]):
+    """What a retriever's `trace(query)` reads, for the last `size` queries only: it is read right after
+    `search`, and a service that answers for months must not keep every query it was asked."""
+
+    def __init__(self, size: int = 256) -> None:
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, query: str, trace: Any) -> None:
+        super().__setitem__(query, trace)
+        self.move_to_end(query)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

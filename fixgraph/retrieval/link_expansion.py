@@ -40,7 +40,14 @@ import pandas as pd
 from fixgraph.corpus.chunk_index import ChunkIndex
 from fixgraph.corpus.models import Chunk
 from fixgraph.embedders.encoders import Embedder, EmbeddingCache, build_embedder
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
+from fixgraph.retrieval.base import (
+    RETRIEVERS,
+    Hit,
+    RecentTraces,
+    build_first_stage,
+    build_retriever,
+    load_first_stage,
+)
 
 CONTEXTS = ("condition", "sentence", "anchor")
 
@@ -94,7 +101,7 @@ class LinkExpansionRetriever:
         self.in_links: dict[str, list[tuple[str, int, float]]] = {}  # page -> (source chunk, context row, type weight)
         self.into: dict[str, list[tuple[int, float]]] = {}  # page -> (context row, type weight) of every link into it
         self.context_vectors = np.zeros((0, 0), dtype=np.float32)
-        self.traces: dict[str, dict[str, Any]] = {}
+        self.traces = RecentTraces()
         self.last_timings: dict[str, float] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:

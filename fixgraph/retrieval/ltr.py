@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
+from fixgraph.retrieval.base import (
+    RETRIEVERS,
+    Hit,
+    RecentTraces,
+    build_first_stage,
+    build_retriever,
+    load_first_stage,
+)
 
 SIGNALS = ("own", "line", "reach", "anchor", "bm25", "page_best", "page_rank", "log_tokens")
 GRAPH_SIGNALS = ("reach", "anchor")
@@ -76,7 +83,7 @@ class LearnedRankRetriever:
         self._pages: list[str] = []
         self._log_tokens = np.zeros(0)
         self.last_timings: dict[str, float] = {}
-        self.traces: dict[str, list[dict[str, Any]]] = {}  # query -> its top hits' weight x signal terms
+        self.traces = RecentTraces()  # query -> its top hits' weight x signal terms
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         build_first_stage(self.first_stage, chunks, workdir)

@@ -30,6 +30,7 @@ from fixgraph.kg.loaders import passage_node, to_igraph
 from fixgraph.retrieval.base import (
     RETRIEVERS,
     Hit,
+    RecentTraces,
     build_first_stage,
     build_retriever,
     check_chunk_ids,
@@ -130,7 +131,7 @@ class _GraphRetrieverBase:
         self.extra_edges, self.extra_edge_weight = extra_edges, extra_edge_weight
         self.index: GraphIndex | None = None
         self.linker: EntityLinker | None = None
-        self.traces: dict[str, dict[str, Any]] = {}
+        self.traces = RecentTraces()
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
         write_chunk_ids(workdir, chunks)  # the graph itself is the `graph` stage's output

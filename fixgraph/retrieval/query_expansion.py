@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from fixgraph.corpus.models import Chunk
-from fixgraph.retrieval.base import RETRIEVERS, Hit, build_first_stage, build_retriever, load_first_stage
+from fixgraph.retrieval.base import (
+    RETRIEVERS,
+    Hit,
+    RecentTraces,
+    build_first_stage,
+    build_retriever,
+    load_first_stage,
+)
 from fixgraph.retrieval.prompts import load_prompt
 
 MODES = ("concat", "passage")
@@ -50,7 +57,7 @@ class QueryExpansionRetriever:
         self.llm = build_llm(llm)
         self.template, self.prompt_version = load_prompt(prompt)
         self.mode, self.max_tokens = mode, max_tokens
-        self.traces: dict[str, dict[str, Any]] = {}
+        self.traces = RecentTraces()
         self.last_timings: dict[str, float] = {}
 
     def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fixgraph.embedders.encoders import HashingEmbedder
-from fixgraph.retrieval.base import build_retriever
+from fixgraph.retrieval.base import RecentTraces, build_retriever
 from fixgraph.retrieval.ltr import SIGNALS
 from tests.unit.test_link_expansion import C1, C2, C2B, C3, CHUNKS, PLAIN, _corpus
 
@@ -126,3 +126,19 @@ def test_weights_must_name_signals(tmp_path: Path) -> None:
             {"kind": "ltr", "name": "x", "first_stage": {"kind": "bm25", "name": "b"},
              "lexical": {"kind": "bm25", "name": "b"}, "weights": {"own": 1.0}}
         )  # fmt: skip
+
+
+def test_traces_are_kept_for_recent_queries_only(tmp_path: Path) -> None:
+    recent = RecentTraces(size=2)
+    recent["a"], recent["b"] = 1, 2
+    recent["a"] = 3  # asked again: the newest now
+    recent["c"] = 4
+    assert dict(recent) == {"a": 3, "c": 4}
+    retriever = _ltr(tmp_path, {"own": 1.0, "reach": 1.0})
+    assert retriever.traces.size == retriever.first_stage.traces.size == 256  # what a service keeps
+    retriever.traces.size = retriever.first_stage.traces.size = 3
+    queries = [f"printer jammed {n}" for n in range(5)]
+    for query in queries:
+        retriever.search(query, 2)
+    assert list(retriever.traces) == list(retriever.first_stage.traces) == queries[2:]
+    assert retriever.trace(queries[-1])["terms"] and retriever.trace(queries[0]) == {"terms": []}
