@@ -107,8 +107,7 @@ def finish(
     manifest = read_json(layout.manifest)
     info: dict[str, Any] = {
         "name": name,
-        "questions_file": str(question_set.path),
-        "questions_hash": sha256_file(question_set.path),
+        **question_set.provenance(),
         "questions": len(questions),
         "qids": [q.qid for q in questions],
         "sample": {**context["sample"], "size": len(questions)},

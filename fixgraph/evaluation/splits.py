@@ -7,6 +7,7 @@ against the locked test questions (locked_questions.py) before any work starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,7 +16,7 @@ from fixgraph.evaluation.locked_questions import LockedMatch, LockedSet, exclusi
 from fixgraph.evaluation.protocol_errors import LockedSplitError, SplitError
 from fixgraph.evaluation.questions import Question, load_questions
 from fixgraph.evaluation.splitting import PARTS, question_hash, read_split_file, test_split_unlocked, verify
-from fixgraph.io import stable_hash
+from fixgraph.io import sha256_file, stable_hash
 from fixgraph.registry import Registry
 
 
@@ -25,7 +26,8 @@ class Split(Protocol):
     excluded: list[LockedMatch]  # locked test questions dropped by the last load (exclude_locked)
     locked: LockedSet | None
 
-    def select(self, questions: list[Question]) -> list[Question]: ...
+    @property
+    def paths(self) -> tuple[Path, ...]: ...  # every question file it reads
 
     def load(self) -> list[Question]: ...
 
@@ -49,6 +51,10 @@ class FileSplit:
         self.locked = LockedSet.of_split(self.lock_file)
         selected, self.excluded = guard(questions, self.locked, self.exclude_locked, f"split {self.name}")
         return selected
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return (self.questions_path,)
 
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
@@ -84,8 +90,65 @@ class FrozenSplit:
         selected, self.excluded = guard(selected, self.locked, self.exclude_locked, f"split {self.name}")
         return selected
 
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return (self.questions_path,)
+
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
+
+
+@SPLITS.register("union")
+class UnionSplit:
+    """The dev parts of several frozen splits of one corpus, scored as one question set.
+
+    A sweep tuned on one part of a few dozen questions can fit their noise: the ltr sweep's pick on the 70
+    GNOME dev questions lost 8 questions and won none on the other dev parts (docs/results/quality.md).
+    Swept on the union, a pick has to hold on all of them. Each part loads and guards its questions as on
+    its own; a question of one part that is a locked test question of another part is refused too (or
+    dropped, with `exclude_locked`)."""
+
+    def __init__(self, name: str, parts: Mapping[str, Any], exclude_locked: bool = False) -> None:
+        if not parts:
+            raise SplitError(f"split {name}: `parts` is empty; name the frozen dev splits to pool")
+        self.name = name
+        self.parts = {str(key): build_split(part) for key, part in parts.items()}
+        for key, part in self.parts.items():
+            if not isinstance(part, FrozenSplit) or part.part != "dev":
+                raise SplitError(
+                    f"split {name}: part {key!r} is not the dev part of a frozen split (kind frozen, part dev)"
+                )
+        self.questions_path = next(iter(self.parts.values())).questions_path
+        self.exclude_locked = exclude_locked
+        self.excluded: list[LockedMatch] = []
+        self.locked: LockedSet | None = None
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(part.questions_path for part in self.parts.values())
+
+    def load(self) -> list[Question]:
+        part_of: dict[str, str] = {}
+        questions: list[Question] = []
+        self.excluded = []
+        for key, part in self.parts.items():
+            for question in part.load():
+                if question.qid in part_of:
+                    raise SplitError(
+                        f"split {self.name}: question {question.qid} is in part {part_of[question.qid]!r} and in part "
+                        f"{key!r}; the parts must not share question ids"
+                    )
+                part_of[question.qid] = key
+                questions.append(question)
+            self.excluded += part.excluded
+        for key, part in self.parts.items():  # each part's locked test questions, in the other parts
+            others = [q for q in questions if part_of[q.qid] != key]
+            _, dropped = guard(others, part.locked, self.exclude_locked, f"split {self.name}, parts other than {key!r}")
+            gone = {m.qid for m in dropped}
+            questions = [q for q in questions if q.qid not in gone]
+            self.excluded += dropped
+        self.locked = next((p.locked for p in self.parts.values() if p.locked is not None), None)
+        return questions
 
 
 def build_split(cfg: Any) -> Split:
@@ -103,10 +166,21 @@ class QuestionSet:
     name: str  # the run's name: its output folder under artifacts/eval/<corpus>/
     excluded: list[LockedMatch] = field(default_factory=list)
     locked: LockedSet | None = None
+    paths: tuple[Path, ...] = ()  # every file the questions came from (a union split reads several)
 
     @property
     def content_hash(self) -> str:
         return question_set_hash(self.questions)
+
+    def provenance(self) -> dict[str, str]:
+        """The question file(s) and their hash, as a run records them."""
+        files = self.paths or (self.path,)
+        if len(files) == 1:
+            return {"questions_file": str(files[0]), "questions_hash": sha256_file(files[0])}
+        return {
+            "questions_file": " + ".join(map(str, files)),
+            "questions_hash": stable_hash([sha256_file(f) for f in files]),
+        }
 
     def exclusion(self) -> dict[str, Any]:
         return exclusion_record(self.excluded, self.locked)
@@ -138,4 +212,4 @@ def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -
     questions = split.load()
     frozen_dev = isinstance(split, FrozenSplit) and split.part == "dev"
     default = output_name(split.name, questions, frozen_dev)
-    return QuestionSet(questions, split.questions_path, name or default, split.excluded, split.locked)
+    return QuestionSet(questions, split.questions_path, name or default, split.excluded, split.locked, split.paths)

@@ -93,7 +93,7 @@ def evaluate(
 ) -> EvaluationResult:
     layout = Layout.from_config(cfg)
     question_set = resolve_questions(cfg, questions_path, name)  # fails before any work (locked questions too)
-    questions, questions_path, name = question_set.questions, question_set.path, question_set.name
+    questions, name = question_set.questions, question_set.name
     chunk_result = chunk(cfg)
     docs, chunks = load_documents(cfg), load_chunks(cfg)
     mapping = map_gold(questions, docs, chunks)
@@ -112,8 +112,7 @@ def evaluate(
     manifest = read_json(layout.manifest)
     info = {
         "name": name,
-        "questions_file": str(questions_path),
-        "questions_hash": sha256_file(questions_path),
+        **question_set.provenance(),
         "question_set_hash": question_set.content_hash,
         "questions": len(questions),
         "scored_questions": int(per_question.groupby("system")["scored"].sum().iloc[0]),

@@ -95,6 +95,8 @@ def open_storage(url: str) -> Any:
 
 def check_dev_split(cfg: DictConfig) -> None:
     split = cfg.split
+    if str(split.get("kind")) == "union":
+        return  # a union of frozen dev parts; UnionSplit refuses any other part
     if str(split.get("kind")) != "frozen" or str(split.get("part")) != "dev":
         raise SweepError(
             f"sweeps tune on the dev part of a frozen split only (split=dev); got split={split.get('name')} "
@@ -111,9 +113,16 @@ def spec_digest(cfg: DictConfig, spec: SweepSpec, base_overrides: Sequence[str])
             "spec": spec.describe(),
             "overrides": list(base_overrides),
             "base": base,
-            "split": read_split_file(Path(str(cfg.split.file))).digest,
+            "split": split_digest(cfg.split),
         }
     )
+
+
+def split_digest(split: DictConfig) -> str:
+    """The frozen split file's digest; a union's parts' digests, by part."""
+    if str(split.get("kind")) == "union":
+        return stable_hash({key: split_digest(part) for key, part in split.parts.items()})
+    return read_split_file(Path(str(split.file))).digest
 
 
 def prepare_study(

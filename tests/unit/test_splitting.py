@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from omegaconf import OmegaConf
 
+from fixgraph.evaluation.locked_questions import LockedQuestionsError
 from fixgraph.evaluation.protocol_errors import LockedSplitError, SplitError
 from fixgraph.evaluation.questions import Question, load_questions
 from fixgraph.evaluation.splits import build_split
@@ -184,3 +186,58 @@ def test_every_committed_split_verifies(split_file: str) -> None:
     split = read_split_file(REPO / split_file)
     verify(split, load_questions(REPO / split.pool), REPO / split_file)
     assert split.ids("dev") and split.ids("test")
+
+
+def _frozen_dev(tmp_path: Path, name: str, pool: list[Question]) -> dict[str, object]:
+    pool_file = write_pool(tmp_path / f"{name}.jsonl", pool)
+    freeze(pool_file, tmp_path / f"{name}.split.json", 0.3, "salt")
+    return {"name": name, "kind": "frozen", "part": "dev", "questions": str(pool_file),
+            "file": str(tmp_path / f"{name}.split.json"), "exclude_locked": False}  # fmt: skip
+
+
+def _renamed(pool: list[Question], prefix: str) -> list[Question]:
+    """The plain questions of a pool under other ids and texts (a second, unrelated question set)."""
+    plain = [q for q in pool if q.qid.startswith("q")]
+    return [q.model_copy(update={"qid": f"{prefix}{q.qid}", "question": f"{prefix} {q.question}"}) for q in plain]
+
+
+def test_a_union_pools_the_dev_parts_of_frozen_splits(tmp_path: Path) -> None:
+    a, b = _frozen_dev(tmp_path, "a", make_pool(40)), _frozen_dev(tmp_path, "b", _renamed(make_pool(30, 1), "x"))
+    union = build_split({"name": "both", "kind": "union", "parts": {"a": a, "b": b}})
+    expected = [q.qid for q in build_split(a).load()] + [q.qid for q in build_split(b).load()]
+    assert [q.qid for q in union.load()] == expected
+    assert union.paths == (Path(str(a["questions"])), Path(str(b["questions"])))
+    from fixgraph.evaluation.splits import resolve_questions
+    from fixgraph.io import sha256_file, stable_hash
+
+    cfg = OmegaConf.create({"split": {"name": "both", "kind": "union", "parts": {"a": a, "b": b}}})
+    record = resolve_questions(cfg, None, None).provenance()
+    assert record["questions_file"] == f"{a['questions']} + {b['questions']}"
+    assert record["questions_hash"] == stable_hash([sha256_file(Path(str(p["questions"]))) for p in (a, b)])
+    one = OmegaConf.create({"split": a})
+    assert resolve_questions(one, None, None).provenance() == {
+        "questions_file": str(a["questions"]), "questions_hash": sha256_file(Path(str(a["questions"])))
+    }  # fmt: skip
+
+
+def test_a_union_refuses_test_parts_shared_ids_and_other_parts_locked_questions(tmp_path: Path) -> None:
+    pool = make_pool(40)
+    a = _frozen_dev(tmp_path, "a", pool)
+    with pytest.raises(SplitError, match="part 'a_test' is not the dev part"):
+        build_split({"name": "u", "kind": "union", "parts": {"a": a, "a_test": {**a, "part": "test"}}})
+    twin = _frozen_dev(tmp_path, "twin", pool)  # the same question ids in a second pool
+    with pytest.raises(SplitError, match="is in part 'a' and in part 'twin'"):
+        build_split({"name": "u", "kind": "union", "parts": {"a": a, "twin": twin}}).load()
+    # part c copies, under new ids, the text of a's locked test questions
+    locked = set(read_split_file(tmp_path / "a.split.json").ids("test"))
+    copies = [q.model_copy(update={"qid": f"c-{q.qid}"}) for q in pool if q.qid in locked and q.qid.startswith("q")]
+    c = _frozen_dev(tmp_path, "c", _renamed(make_pool(30, 2), "y") + copies)
+    c_dev = {q.qid for q in build_split(c).load()}  # c's own split keeps some copies in its dev part
+    leaked = sorted(c_dev & {q.qid for q in copies})
+    assert leaked
+    node = {"name": "u", "kind": "union", "parts": {"a": a, "c": c}}
+    with pytest.raises(LockedQuestionsError, match=leaked[0]):
+        build_split(node).load()
+    union = build_split({**node, "exclude_locked": True})
+    kept = {q.qid for q in union.load()}
+    assert not kept & set(leaked) and {m.qid for m in union.excluded} == set(leaked)

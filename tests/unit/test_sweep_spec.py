@@ -145,3 +145,17 @@ def test_every_shipped_sweep_names_keys_of_the_configs_it_composes(name: str) ->
     typo = parse_param("retriever.no_such_key", "interval(0.0, 1.0)")
     with pytest.raises(SweepError, match=r"retriever\.no_such_key"):
         check_space(TrialRunner(cfg, spec, list(spec.base), []), [*spec.params, typo])
+
+
+def test_a_sweep_may_tune_on_a_union_of_dev_parts_and_its_studies_tell_the_unions_apart() -> None:
+    from fixgraph.experiment.sweep import check_dev_split, split_digest
+
+    union = compose(["split=gnome_dev_all"]).split
+    check_dev_split(compose(["split=gnome_dev_all"]))  # refused before: "frozen split only"
+    with pytest.raises(SweepError, match="dev part of a frozen split"):
+        check_dev_split(compose(["split=pool"]))
+    two = OmegaConf.create(
+        {**OmegaConf.to_container(union), "parts": {k: union.parts[k] for k in ("dev", "bridge_dev")}}
+    )
+    digests = {split_digest(union), split_digest(two), *(split_digest(p) for p in union.parts.values())}
+    assert len(digests) == 5  # a study swept on one question set is not resumed on another
