@@ -4,7 +4,7 @@ A trainer config has three parts (conf/trainer/*.yaml):
 - model and optimiser fields at the top level (base model, learning rate, LoRA, ...);
 - `data:` what the training data depend on; the `train-data` stage's key covers exactly this block, so
   changing a learning rate never rebuilds data, and changing the data always retrains;
-- `fit:` the loop's knobs (fixgraph.training.fit.FitSettings: epochs, patience, seed, threads, ...).
+- `fit:` the loop's knobs (fixgraph.training.settings.FitSettings: epochs, patience, seed, threads, ...).
 
 Each kind builds its data (`build_data` -> a DatasetDict with `train` and `validation` splits, saved by
 the `train-data` stage) and trains on it (`train` -> files in the model folder + facts for its card);
@@ -23,13 +23,18 @@ from omegaconf import DictConfig
 from fixgraph.io import sha256_file, stable_hash
 from fixgraph.registry import Registry
 from fixgraph.training.data import settings_from
-from fixgraph.training.fit import FitSettings, Tracking
+from fixgraph.training.settings import FitSettings, Tracking
 
 MANIFEST = "fixgraph_model.json"
 
 
 # the code every trainer runs: a change here retrains every model
-SHARED_CODE = ("fixgraph.training.base", "fixgraph.training.data", "fixgraph.training.fit")
+SHARED_CODE = (
+    "fixgraph.training.base",
+    "fixgraph.training.data",
+    "fixgraph.training.settings",
+    "fixgraph.training.fit",
+)
 
 
 def code_of(modules: Sequence[str]) -> str:

@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 
 from fixgraph.io import sha256_file
 from fixgraph.modelpaths import model_identity, resolve_model_path
 from fixgraph.training.base import TRAINERS, Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
-from fixgraph.training.distill import distill_loss
-from fixgraph.training.fit import FitResult, FixgraphModule, Tracking, fit, warmup_then_linear
+from fixgraph.training.settings import FitResult, Tracking
 
 
 @dataclass(frozen=True)
@@ -40,69 +38,10 @@ class GroupData:
     teacher_cache: str | None = None  # embedding cache folder for the teacher's document vectors
 
 
-def group_loss(logits: torch.Tensor, teacher: torch.Tensor | None, temperature: float, distill_weight: float) -> Any:
-    """Listwise loss of groups (logits: groups x (1 + negatives), positive first); with teacher scores,
-    `distill_weight` x KL(teacher softmax || student) + (1 - distill_weight) x hard-label cross-entropy."""
-    hard = torch.nn.functional.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long))
-    if teacher is None:
-        return hard
-    soft = distill_loss(logits, teacher, temperature)
-    return distill_weight * soft + (1.0 - distill_weight) * hard
-
-
-class GroupCollator:
-    """Rows of the groups dataset -> (tokenised (query, passage) pairs, teacher scores or None, group size)."""
-
-    def __init__(self, tokenizer: Any, max_length: int, distill: bool) -> None:
-        self.tokenizer, self.max_length, self.distill = tokenizer, max_length, distill
-
-    def __call__(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, torch.Tensor | None, int]:
-        sizes = {len(r["texts"]) for r in rows}
-        if len(sizes) != 1:
-            raise ValueError(f"training groups differ in size within a batch: {sorted(sizes)}")
-        queries = [r["query"] for r in rows for _ in r["texts"]]
-        passages = [t for r in rows for t in r["texts"]]
-        features = self.tokenizer(
-            queries, passages, truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt"
-        )
-        teacher = torch.tensor([list(r["teacher"]) for r in rows], dtype=torch.float32) if self.distill else None
-        return features, teacher, sizes.pop()
-
-
-class CrossEncoderModule(FixgraphModule):
-    def __init__(
-        self, network: Any, learning_rate: float, warmup_ratio: float, temperature: float, distill_weight: float
-    ) -> None:
-        super().__init__()
-        self.network = network
-        self.learning_rate, self.warmup_ratio = learning_rate, warmup_ratio
-        self.temperature, self.distill_weight = temperature, distill_weight
-
-    def _step(self, batch: tuple[Any, torch.Tensor | None, int]) -> tuple[Any, torch.Tensor]:
-        features, teacher, size = batch
-        logits = self.network(**features).logits.view(-1, size)
-        return group_loss(logits, teacher, self.temperature, self.distill_weight), logits
-
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        loss, logits = self._step(batch)
-        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(logits))
-        return loss
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, logits = self._step(batch)
-        self.log("val_loss", loss, on_epoch=True, batch_size=len(logits))
-        self.log("val_top1", (logits.argmax(dim=1) == 0).float().mean(), on_epoch=True, batch_size=len(logits))
-
-    def configure_optimizers(self) -> Any:
-        params = [p for p in self.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=self.learning_rate)
-        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
-
-
 @TRAINERS.register("cross_encoder")
 class CrossEncoderTrainer(Trainer):
     kind = "cross_encoder"
-    code_modules = ("fixgraph.training.pairs", "fixgraph.training.distill")
+    code_modules = ("fixgraph.training.pairs", "fixgraph.training.distill", "fixgraph.training.nets.cross_encoder")
 
     def __init__(
         self,
@@ -202,8 +141,12 @@ class CrossEncoderTrainer(Trainer):
     def train(
         self, cfg: DictConfig, data: Path, out: Path, work_dir: Path, tracking: Tracking | None
     ) -> dict[str, Any]:
+        import torch
         from sentence_transformers import CrossEncoder
         from torch.utils.data import DataLoader
+
+        from fixgraph.training.fit import fit
+        from fixgraph.training.nets.cross_encoder import CrossEncoderModule, GroupCollator
 
         splits = load_splits(data)
         if self.distill and any(len(r["teacher"]) != len(r["texts"]) for r in splits[TRAIN]):

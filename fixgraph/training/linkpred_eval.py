@@ -40,7 +40,7 @@ NAME_COSINE = "name_cosine"
 
 def gnn_scorer(folder: Path, data: Path) -> tuple[Callable[[Sequence[tuple[str, str, str]]], np.ndarray], Any]:
     """A triple scorer of a trained predictor, encoding nodes over the training graph only."""
-    from fixgraph.training.link_prediction import GraphTensors, load_predictor, message_graph
+    from fixgraph.training.nets.link_prediction import GraphTensors, load_predictor, message_graph
 
     model, relations = load_predictor(folder)
     graph, _ = GraphTensors.from_data(data)
@@ -118,7 +118,7 @@ def predicted_edges(
 ) -> pd.DataFrame:
     """New links of `relations` the model believes in, encoding nodes over the FULL graph (every known
     edge). A pair is proposed once per relation (the graph retrievers walk edges both ways)."""
-    from fixgraph.training.link_prediction import message_graph
+    from fixgraph.training.nets.link_prediction import message_graph
 
     model, graph = model_and_graph
     node = {n: i for i, n in enumerate(graph.node_ids)}
@@ -184,7 +184,12 @@ def linkpred(cfg: DictConfig) -> StageResult:
             "cards": {n: sha256_file(p / "fixgraph_model.json") for n, p in models.items()},
             "comparison": asdict(comparison_settings),
             "code": code_of(
-                ["fixgraph.training.linkpred_eval", "fixgraph.training.edges", "fixgraph.training.link_prediction"]
+                [
+                    "fixgraph.training.linkpred_eval",
+                    "fixgraph.training.edges",
+                    "fixgraph.training.link_prediction",
+                    "fixgraph.training.nets.link_prediction",
+                ]
             ),
         }
     )

@@ -24,7 +24,7 @@ from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import StageResult, chunk, load_chunks, run_stage
 from fixgraph.training.base import MANIFEST, TRAINERS, Trainer, code_of
 from fixgraph.training.data import data_hash
-from fixgraph.training.fit import Tracking
+from fixgraph.training.settings import Tracking
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fixgraph.training.bi_encoder import contrastive_loss, same_page_mask  # noqa: E402
+from fixgraph.training.nets.bi_encoder import contrastive_loss, same_page_mask  # noqa: E402
 
 
 def test_contrastive_loss_is_cross_entropy_over_scaled_cosines_with_masked_candidates() -> None:

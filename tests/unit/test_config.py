@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,28 @@ def test_every_group_has_a_builder_and_a_schema() -> None:
 def test_unknown_keys_fail_naming_the_key_and_the_valid_ones(override: str, named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         validate(compose([override]))
+
+
+def test_checking_a_config_imports_neither_torch_nor_lightning() -> None:
+    """Every command checks its config first, trainer options included; when that imported the trainers'
+    torch and lightning code it cost ~7 s a command (each DVC stage is one). The check must still see the
+    trainers' keys: a misspelt one fails."""
+    code = (
+        "import json, sys\n"
+        "from fixgraph.config import ConfigError, compose\n"
+        "from fixgraph.schema import validate\n"
+        "validate(compose([]))\n"
+        "try:\n"
+        "    validate(compose(['+training.trainers.cross_encoder.learning_ratee=1']))\n"
+        "    error = ''\n"
+        "except ConfigError as exc:\n"
+        "    error = str(exc)\n"
+        "print(json.dumps([sorted(m for m in ('torch', 'lightning') if m in sys.modules), error]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    imported, error = json.loads(done.stdout.strip().splitlines()[-1])
+    assert imported == []
+    assert "training.trainers.cross_encoder" in error and "unknown key(s) learning_ratee" in error
 
 
 def test_unknown_keys_fail_at_build_time_too() -> None:

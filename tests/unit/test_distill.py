@@ -52,7 +52,8 @@ def _group(teacher: Sequence[float]) -> Group:
 
 
 def test_group_loss_mixes_kl_and_hard_label_by_distill_weight() -> None:
-    from fixgraph.training.cross_encoder import CrossEncoderTrainer, group_loss
+    from fixgraph.training.cross_encoder import CrossEncoderTrainer
+    from fixgraph.training.nets.cross_encoder import group_loss
 
     logits = torch.tensor([[0.5, 1.5, -0.2, 0.0], [1.0, 0.0, 0.0, 0.3]])
     q = _softmax(logits.numpy(), 1.0)

@@ -106,8 +106,9 @@ def test_qlora_quantises_and_trains_only_the_adapters(tmp_path: Path) -> None:
     from torch.utils.data import DataLoader
 
     from fixgraph.llm.hf_export import count_4bit_layers
-    from fixgraph.training.fit import FitSettings, fit
-    from fixgraph.training.generator import ChatCollator, GeneratorModule
+    from fixgraph.training.fit import fit
+    from fixgraph.training.nets.generator import ChatCollator, GeneratorModule
+    from fixgraph.training.settings import FitSettings
     from tests.training_helpers import save_rows
 
     data = save_rows(tmp_path / "data", _rows(8), _rows(2))
@@ -180,7 +181,7 @@ def test_examples_are_the_answerers_prompt_with_a_citation_of_the_gold_chunk() -
 def test_the_backend_device_is_checked_and_cached_apart(tmp_path: Path) -> None:
     from fixgraph.llm.backends.transformers_local import TransformersLLM
     from fixgraph.llm.base import LLMUnavailableError
-    from fixgraph.training.fit import FitSettings
+    from fixgraph.training.settings import FitSettings
 
     base = tiny_qwen(tmp_path / "base")
     with pytest.raises(ValueError, match="unknown device 'tpu'"):

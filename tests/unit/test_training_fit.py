@@ -13,7 +13,8 @@ pytest.importorskip("lightning")
 
 from fixgraph.config import ConfigError  # noqa: E402
 from fixgraph.training.data import data_hash, save_splits, settings_from, split_rows, validation_units  # noqa: E402
-from fixgraph.training.fit import FitSettings, FixgraphModule, Tracking, fit  # noqa: E402
+from fixgraph.training.fit import FixgraphModule, fit  # noqa: E402
+from fixgraph.training.settings import FitSettings, Tracking  # noqa: E402
 
 W_TRUE = torch.tensor([[2.0, -3.0, 0.5]])
 

@@ -1,0 +1,72 @@
+"""The torch side of the bi-encoder trainer (training/bi_encoder.py): in-batch contrastive loss, the
+same-page mask, the collator and the LightningModule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from fixgraph.training.fit import FixgraphModule, warmup_then_linear
+
+
+def contrastive_loss(queries: torch.Tensor, candidates: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
+    """InfoNCE: row i's target is candidate i; `mask` (queries x candidates, True = excluded) removes
+    same-page candidates other than the target. Inputs are L2-normalised embeddings."""
+    scores = scale * queries @ candidates.T
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.nn.functional.cross_entropy(scores, torch.arange(len(queries))), scores
+
+
+def same_page_mask(query_docs: Sequence[str], candidate_docs: Sequence[str]) -> torch.Tensor:
+    """True where a candidate comes from the query's page and is not the query's own positive (column i)."""
+    mask = torch.tensor([[q == c for c in candidate_docs] for q in query_docs], dtype=torch.bool)
+    mask[torch.arange(len(query_docs)), torch.arange(len(query_docs))] = False
+    return mask
+
+
+class PairCollator:
+    def __init__(self, query_prefix: str, document_prefix: str) -> None:
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+
+    def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        candidates = [r["positive_text"] for r in rows] + [t for r in rows for t in r["negative_texts"]]
+        docs = [r["doc_id"] for r in rows] + [d for r in rows for d in r["negative_docs"]]
+        return {
+            "queries": [self.query_prefix + r["query"] for r in rows],
+            "candidates": [self.document_prefix + t for t in candidates],
+            "mask": same_page_mask([r["doc_id"] for r in rows], docs),
+        }
+
+
+class BiEncoderModule(FixgraphModule):
+    def __init__(self, model: Any, learning_rate: float, warmup_ratio: float, scale: float) -> None:
+        super().__init__()
+        self.model = model
+        self.learning_rate, self.warmup_ratio, self.scale = learning_rate, warmup_ratio, scale
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        features = self.model.preprocess(list(texts))
+        vectors = self.model(features)["sentence_embedding"]
+        return torch.nn.functional.normalize(vectors, dim=-1)
+
+    def _step(self, batch: Mapping[str, Any]) -> tuple[Any, torch.Tensor]:
+        queries, candidates = self.embed(batch["queries"]), self.embed(batch["candidates"])
+        loss, scores = contrastive_loss(queries, candidates, batch["mask"], self.scale)
+        return loss, scores
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, scores = self._step(batch)
+        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(scores))
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        loss, scores = self._step(batch)
+        top1 = (scores.argmax(dim=1) == torch.arange(len(scores))).float().mean()
+        self.log("val_loss", loss, on_epoch=True, batch_size=len(scores))
+        self.log("val_top1", top1, on_epoch=True, batch_size=len(scores))
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.learning_rate)
+        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
