@@ -11,15 +11,14 @@ check imported torch or lightning (it must not).
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
-import time
+from functools import partial
 from typing import Any
 
 from omegaconf import DictConfig
 
-from fixgraph.bench import options
+from fixgraph.bench import median_ms, options
 
 CHECK = (
     "import json, sys\n"
@@ -31,27 +30,22 @@ CHECK = (
 PEERS = {"python": "pass", "import_lightning": "import lightning.pytorch"}
 
 
-def timed(code: str) -> tuple[float, str]:
-    started = time.perf_counter()
+def python(code: str) -> str:
+    """Run `code` in a fresh interpreter; its stdout."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"bench startup: {code!r} failed:\n{done.stderr[-2000:]}")
-    return seconds, done.stdout
-
-
-def median_s(code: str, repeats: int) -> tuple[float, str]:
-    runs = [timed(code) for _ in range(repeats + 1)][1:]  # the first run warms the file cache
-    return round(statistics.median(s for s, _ in runs), 3), runs[-1][1]
+    return done.stdout
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     repeats = int(options(cfg).get("repeats", 5))
-    check, printed = median_s(CHECK, repeats)
-    peers = {name: median_s(code, repeats)[0] for name, code in PEERS.items()}
+    printed: list[str] = []
+    check = median_ms(lambda: printed.append(python(CHECK)), repeats) / 1000  # warm-up: the file cache
+    peers = {name: median_ms(partial(python, code), repeats) / 1000 for name, code in PEERS.items()}
     return {
         "repeats": repeats,
-        "median_s": {"config_check": check, **peers},
+        "median_s": {"config_check": round(check, 3), **{k: round(v, 3) for k, v in peers.items()}},
         "config_check_over_import_lightning": round(check / peers["import_lightning"], 3),
-        "config_check_imports": json.loads(printed.strip().splitlines()[-1]),
+        "config_check_imports": json.loads(printed[-1].strip().splitlines()[-1]),
     }
