@@ -48,6 +48,7 @@ class LockedMatch:
     qid: str  # the question in the set being checked
     locked_qid: str  # the test question it is (or copies)
     by: str  # "qid" | "text"
+    split_file: Path  # the frozen split whose test part holds locked_qid (a union split guards several)
 
     def describe(self) -> str:
         return self.qid if self.by == "qid" else f"{self.qid} (same text as {self.locked_qid})"
@@ -82,9 +83,9 @@ class LockedSet:
         found = []
         for question in questions:
             if question.qid in self.qids:
-                found.append(LockedMatch(question.qid, question.qid, "qid"))
+                found.append(LockedMatch(question.qid, question.qid, "qid", self.split_file))
             elif (locked := self.texts.get(text_hash(question) or "")) is not None:
-                found.append(LockedMatch(question.qid, locked, "text"))
+                found.append(LockedMatch(question.qid, locked, "text", self.split_file))
         return found
 
 
@@ -109,10 +110,13 @@ def guard(
     return [q for q in questions if q.qid not in dropped], found
 
 
-def exclusion_record(found: Sequence[LockedMatch], locked: LockedSet | None) -> dict[str, Any]:
-    """What a run records about the locked questions it dropped."""
+def exclusion_record(found: Sequence[LockedMatch], guarded_by: Sequence[Path]) -> dict[str, Any]:
+    """What a run records about the locked questions it dropped: every split file whose test part it was
+    guarded against (several for a union split) and, per dropped question, the one that locks it."""
     return {
         "count": len(found),
-        "split_file": str(locked.split_file) if locked is not None else "",
-        "questions": [{"qid": m.qid, "locked_qid": m.locked_qid, "by": m.by} for m in found],
+        "split_file": " + ".join(map(str, guarded_by)),
+        "questions": [
+            {"qid": m.qid, "locked_qid": m.locked_qid, "by": m.by, "split_file": str(m.split_file)} for m in found
+        ],
     }

@@ -24,10 +24,12 @@ class Split(Protocol):
     name: str
     questions_path: Path
     excluded: list[LockedMatch]  # locked test questions dropped by the last load (exclude_locked)
-    locked: LockedSet | None
 
     @property
     def paths(self) -> tuple[Path, ...]: ...  # every question file it reads
+
+    @property
+    def guarded_by(self) -> tuple[Path, ...]: ...  # the frozen splits whose test parts the last load guarded
 
     def load(self) -> list[Question]: ...
 
@@ -55,6 +57,10 @@ class FileSplit:
     @property
     def paths(self) -> tuple[Path, ...]:
         return (self.questions_path,)
+
+    @property
+    def guarded_by(self) -> tuple[Path, ...]:
+        return (self.locked.split_file,) if self.locked is not None else ()
 
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
@@ -94,6 +100,10 @@ class FrozenSplit:
     def paths(self) -> tuple[Path, ...]:
         return (self.questions_path,)
 
+    @property
+    def guarded_by(self) -> tuple[Path, ...]:
+        return (self.locked.split_file,) if self.locked is not None else ()
+
     def load(self) -> list[Question]:
         return self.select(load_questions(self.questions_path))
 
@@ -112,20 +122,25 @@ class UnionSplit:
         if not parts:
             raise SplitError(f"split {name}: `parts` is empty; name the frozen dev splits to pool")
         self.name = name
-        self.parts = {str(key): build_split(part) for key, part in parts.items()}
-        for key, part in self.parts.items():
+        self.parts: dict[str, FrozenSplit] = {}
+        for key, node in parts.items():
+            part = build_split(node)
             if not isinstance(part, FrozenSplit) or part.part != "dev":
                 raise SplitError(
                     f"split {name}: part {key!r} is not the dev part of a frozen split (kind frozen, part dev)"
                 )
+            self.parts[str(key)] = part
         self.questions_path = next(iter(self.parts.values())).questions_path
         self.exclude_locked = exclude_locked
         self.excluded: list[LockedMatch] = []
-        self.locked: LockedSet | None = None
 
     @property
     def paths(self) -> tuple[Path, ...]:
         return tuple(part.questions_path for part in self.parts.values())
+
+    @property
+    def guarded_by(self) -> tuple[Path, ...]:
+        return tuple(file for part in self.parts.values() for file in part.guarded_by)
 
     def load(self) -> list[Question]:
         part_of: dict[str, str] = {}
@@ -147,7 +162,6 @@ class UnionSplit:
             gone = {m.qid for m in dropped}
             questions = [q for q in questions if q.qid not in gone]
             self.excluded += dropped
-        self.locked = next((p.locked for p in self.parts.values() if p.locked is not None), None)
         return questions
 
 
@@ -165,7 +179,7 @@ class QuestionSet:
     path: Path
     name: str  # the run's name: its output folder under artifacts/eval/<corpus>/
     excluded: list[LockedMatch] = field(default_factory=list)
-    locked: LockedSet | None = None
+    guarded_by: tuple[Path, ...] = ()  # the frozen splits whose test parts were kept out
     paths: tuple[Path, ...] = ()  # every file the questions came from (a union split reads several)
 
     @property
@@ -183,7 +197,7 @@ class QuestionSet:
         }
 
     def exclusion(self) -> dict[str, Any]:
-        return exclusion_record(self.excluded, self.locked)
+        return exclusion_record(self.excluded, self.guarded_by)
 
 
 def question_set_hash(questions: list[Question]) -> str:
@@ -207,9 +221,10 @@ def resolve_questions(cfg: Any, questions_path: Path | None, name: str | None) -
         locked = LockedSet.of_split(Path(str(cfg.splitting.file)))
         questions, excluded = guard(load_questions(questions_path), locked, exclude, str(questions_path))
         stem = questions_path.stem
-        return QuestionSet(questions, questions_path, name or output_name(stem, questions, False), excluded, locked)
+        guarded_by = (locked.split_file,) if locked is not None else ()
+        return QuestionSet(questions, questions_path, name or output_name(stem, questions, False), excluded, guarded_by)
     split = build_split(cfg.split)
     questions = split.load()
     frozen_dev = isinstance(split, FrozenSplit) and split.part == "dev"
     default = output_name(split.name, questions, frozen_dev)
-    return QuestionSet(questions, split.questions_path, name or default, split.excluded, split.locked, split.paths)
+    return QuestionSet(questions, split.questions_path, name or default, split.excluded, split.guarded_by, split.paths)

@@ -241,3 +241,20 @@ def test_a_union_refuses_test_parts_shared_ids_and_other_parts_locked_questions(
     union = build_split({**node, "exclude_locked": True})
     kept = {q.qid for q in union.load()}
     assert not kept & set(leaked) and {m.qid for m in union.excluded} == set(leaked)
+
+
+def test_a_union_records_every_split_it_guarded_against_and_which_locks_each_dropped_question(
+    tmp_path: Path,
+) -> None:
+    from fixgraph.evaluation.splits import resolve_questions
+
+    pool = make_pool(40)
+    a = _frozen_dev(tmp_path, "a", pool)
+    locked = set(read_split_file(tmp_path / "a.split.json").ids("test"))
+    copies = [q.model_copy(update={"qid": f"c-{q.qid}"}) for q in pool if q.qid in locked and q.qid.startswith("q")]
+    c = _frozen_dev(tmp_path, "c", _renamed(make_pool(30, 2), "y") + copies)
+    cfg = OmegaConf.create({"split": {"name": "u", "kind": "union", "parts": {"a": a, "c": c}, "exclude_locked": True}})
+    record = resolve_questions(cfg, None, None).exclusion()
+    assert record["split_file"] == f"{a['file']} + {c['file']}"  # c's test part guarded a's questions too
+    assert record["count"] == len(record["questions"]) > 0
+    assert {q["split_file"] for q in record["questions"]} == {str(a["file"])}  # the copies are a's locked ones
