@@ -48,6 +48,36 @@ class FixgraphModule(pl.LightningModule):
             raise RuntimeError(f"checkpoint holds tensors this model does not: {unexpected[:5]}")
 
 
+class GroupRankingModule(FixgraphModule):
+    """A module that scores each query of a batch against a group of candidates: `_step` gives (loss,
+    scores), `_targets` the right candidate's column per row. The bi- and cross-encoder share its
+    logging and its optimiser (AdamW on the trainable parameters, warm-up then linear decay)."""
+
+    learning_rate: float
+    warmup_ratio: float
+
+    def _step(self, batch: Any) -> tuple[Any, torch.Tensor]:
+        raise NotImplementedError
+
+    def _targets(self, scores: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, scores = self._step(batch)
+        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(scores))
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        loss, scores = self._step(batch)
+        top1 = (scores.argmax(dim=1) == self._targets(scores)).float().mean()
+        self.log("val_loss", loss, on_epoch=True, batch_size=len(scores))
+        self.log("val_top1", top1, on_epoch=True, batch_size=len(scores))
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.learning_rate)
+        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
+
+
 def warmup_then_linear(optimizer: torch.optim.Optimizer, warmup_ratio: float, total_steps: int) -> dict[str, Any]:
     """Linear warm-up over `warmup_ratio` of the steps, then linear decay to 0 (per optimiser step)."""
     total = max(1, int(total_steps))

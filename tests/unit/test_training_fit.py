@@ -224,3 +224,19 @@ def test_a_run_resumed_after_its_last_validation_keeps_its_best_val_loss_in_the_
     assert card["first_val_loss"] == pytest.approx(recorded[0], rel=1e-6)
     assert card["val_losses"] == pytest.approx(recorded, abs=1e-6)  # rounded to 6 places
     assert card["best_monitored"] == pytest.approx(min(recorded), rel=1e-6)
+
+
+def test_validation_top1_counts_the_rows_whose_right_candidate_scores_highest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bi-encoder's right candidate of row i is column i (in-batch negatives), the cross-encoder's is
+    column 0 (each group lists its positive first); both log through GroupRankingModule.validation_step."""
+    from fixgraph.training.nets.bi_encoder import BiEncoderModule
+    from fixgraph.training.nets.cross_encoder import CrossEncoderModule
+
+    scores = torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 1.0, 5.0]])  # argmax: columns 0, 1, 2
+    modules = ((BiEncoderModule(None, 1e-3, 0.1, 20.0), 1.0), (CrossEncoderModule(None, 1e-3, 0.1, 1.0, 0.0), 1 / 3))
+    for module, expected in modules:
+        logged: dict[str, float] = {}
+        monkeypatch.setattr(module, "_step", lambda batch: (torch.tensor(0.5), scores))
+        monkeypatch.setattr(module, "log", lambda name, value, _into=logged, **_: _into.__setitem__(name, float(value)))
+        module.validation_step(None, 0)
+        assert logged == {"val_loss": 0.5, "val_top1": pytest.approx(expected)}

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from fixgraph.training.fit import FixgraphModule, warmup_then_linear
+from fixgraph.training.fit import GroupRankingModule
 
 
 def contrastive_loss(queries: torch.Tensor, candidates: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
@@ -40,7 +40,7 @@ class PairCollator:
         }
 
 
-class BiEncoderModule(FixgraphModule):
+class BiEncoderModule(GroupRankingModule):
     def __init__(self, model: Any, learning_rate: float, warmup_ratio: float, scale: float) -> None:
         super().__init__()
         self.model = model
@@ -56,17 +56,6 @@ class BiEncoderModule(FixgraphModule):
         loss, scores = contrastive_loss(queries, candidates, batch["mask"], self.scale)
         return loss, scores
 
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        loss, scores = self._step(batch)
-        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(scores))
-        return loss
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, scores = self._step(batch)
-        top1 = (scores.argmax(dim=1) == torch.arange(len(scores))).float().mean()
-        self.log("val_loss", loss, on_epoch=True, batch_size=len(scores))
-        self.log("val_top1", top1, on_epoch=True, batch_size=len(scores))
-
-    def configure_optimizers(self) -> Any:
-        optimizer = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.learning_rate)
-        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
+    def _targets(self, scores: torch.Tensor) -> torch.Tensor:
+        # query i's own passage is candidate i (the other queries' passages are its in-batch negatives)
+        return torch.arange(len(scores), device=scores.device)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from fixgraph.training.distill import distill_loss
-from fixgraph.training.fit import FixgraphModule, warmup_then_linear
+from fixgraph.training.fit import GroupRankingModule
 
 
 def group_loss(logits: torch.Tensor, teacher: torch.Tensor | None, temperature: float, distill_weight: float) -> Any:
@@ -41,7 +41,7 @@ class GroupCollator:
         return features, teacher, sizes.pop()
 
 
-class CrossEncoderModule(FixgraphModule):
+class CrossEncoderModule(GroupRankingModule):
     def __init__(
         self, network: Any, learning_rate: float, warmup_ratio: float, temperature: float, distill_weight: float
     ) -> None:
@@ -55,17 +55,6 @@ class CrossEncoderModule(FixgraphModule):
         logits = self.network(**features).logits.view(-1, size)
         return group_loss(logits, teacher, self.temperature, self.distill_weight), logits
 
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        loss, logits = self._step(batch)
-        self.log("train_loss", loss, on_step=True, on_epoch=False, batch_size=len(logits))
-        return loss
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        loss, logits = self._step(batch)
-        self.log("val_loss", loss, on_epoch=True, batch_size=len(logits))
-        self.log("val_top1", (logits.argmax(dim=1) == 0).float().mean(), on_epoch=True, batch_size=len(logits))
-
-    def configure_optimizers(self) -> Any:
-        params = [p for p in self.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=self.learning_rate)
-        return warmup_then_linear(optimizer, self.warmup_ratio, int(self.trainer.estimated_stepping_batches))
+    def _targets(self, scores: torch.Tensor) -> torch.Tensor:
+        # each group lists its positive first
+        return torch.zeros(len(scores), dtype=torch.long, device=scores.device)
