@@ -139,6 +139,9 @@ def _finalists_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", help="with --from-sweep: the sweep's Optuna storage URL")
     parser.add_argument("--baseline", help="default: experiment.baseline")
     parser.add_argument("--family-metrics", help="comma-separated; default: comparison.family_metrics")
+    parser.add_argument(
+        "--exploratory", help="comma-separated systems scored alongside, outside the Holm family (no claim)"
+    )
     parser.add_argument("--replace", action="store_true", help="choose again (only before any test run)")
     parser.add_argument("--no-track", action="store_true")
 
@@ -163,6 +166,7 @@ def _finalists(args: argparse.Namespace, cfg: Any) -> int:
         args.replace,
         track=False if args.no_track else None,
         extra_systems=extra,
+        exploratory=csv(args.exploratory),
     )
     print((path.parent / "dev_evidence.md").read_text())
     print(f"recorded {path}; score the test split once with `fixgraph test --study {args.study}`")

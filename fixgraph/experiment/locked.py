@@ -104,9 +104,13 @@ def record_finalists(
     replace: bool = False,
     track: bool | None = None,
     extra_systems: dict[str, Any] | None = None,
+    exploratory: list[str] | None = None,
 ) -> tuple[Path, EvaluationResult]:
     """Score baseline + finalists on dev and write finalists.yaml with the evidence. `extra_systems`
-    (name -> resolved system config, e.g. a sweep's best trials) adds finalists to the configured ones."""
+    (name -> resolved system config, e.g. a sweep's best trials) adds finalists to the configured ones.
+    `exploratory` systems are recorded and scored with them (on dev and in every test look) but stay out
+    of the Holm family: their tests are reported uncorrected, as exploratory, and claim nothing."""
+    exploratory = list(exploratory or [])
     paths = StudyPaths.of(cfg, study)
     if completed(attempts(paths)):
         raise ProtocolError(f"study {study!r} has already been scored on test; finalists can no longer change")
@@ -119,18 +123,20 @@ def record_finalists(
     if not baseline:
         raise ConfigError("no baseline: set experiment.baseline or pass --baseline")
     systems = {**systems_of(cfg), **{k: OmegaConf.create(v) for k, v in (extra_systems or {}).items()}}
-    unknown = [s for s in [baseline, *finalists] if s not in systems]
+    unknown = [s for s in [baseline, *finalists, *exploratory] if s not in systems]
     if unknown:
         raise ConfigError(f"unknown system(s) {', '.join(unknown)}; configured: {', '.join(systems)}")
     if baseline in finalists:
         raise ProtocolError(f"the baseline {baseline!r} cannot be one of the finalists it is compared with")
-    chosen = [baseline, *finalists]
+    if both := [s for s in exploratory if s in finalists or s == baseline]:
+        raise ProtocolError(f"{', '.join(both)}: a system is the baseline, a finalist or exploratory, not two of them")
+    chosen = [baseline, *finalists, *exploratory]
     resolved = to_dict(cfg)
     resolved["systems"] = {name: to_dict(systems[name]) for name in chosen}
     resolved["reranker"] = {"name": "none", "kind": "none"}  # systems_of folded it into each system above
     cfg = OmegaConf.create(resolved)
     metrics = family_metrics or [str(m) for m in cfg.comparison.family_metrics]
-    family = Family.declare(baseline, chosen, metrics)
+    family = Family.declare(baseline, finalists, metrics)
     reported = list(dict.fromkeys([*metrics, *headline_metrics(cfg)]))  # family metrics first
     result = evaluate(cfg, name=f"finalists-{study}", track=track)
     comparison = attach_family_comparison(cfg, result, family, reported, result.output_dir, "comparison")
@@ -142,6 +148,7 @@ def record_finalists(
             **git_state(),
             "baseline": baseline,
             "finalists": finalists,
+            "exploratory": exploratory,
             "family": family.to_dict(),
             "metrics": reported,
             "split": {"file": str(split.file), "digest": split_file.digest, "test_ids": split_file.ids("test")},

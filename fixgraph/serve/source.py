@@ -79,7 +79,7 @@ def from_study(live: DictConfig, study: str, finalist: str) -> Served:
         "kind": "study",
         "study": study,
         "finalist": finalist,
-        "role": "baseline" if finalist == record["baseline"] else "finalist",
+        "role": _role(record, finalist),
         "recorded": record["created"],
         "git_sha": record.get("git_sha"),
         "dev_run": record["dev_evidence"].get("mlflow_run_id"),
@@ -134,3 +134,10 @@ def from_run(live: DictConfig, run_id: str) -> Served:
         "figures": {"dev": figures} if figures else {},
     }
     return Served(cfg, default_system(cfg, system or live.serve.get("system")), origin)
+
+
+def _role(record: dict[str, Any], system: str) -> str:
+    """What the study recorded the system as (records written before `exploratory` existed lack it)."""
+    if system == record["baseline"]:
+        return "baseline"
+    return "exploratory" if system in record.get("exploratory", []) else "finalist"

@@ -144,3 +144,25 @@ def test_cli_names_the_missing_step_in_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("fixgraph test: error: experiments/nope/finalists.yaml not found")
     assert "Traceback" not in done.stderr
+
+
+def test_exploratory_systems_are_scored_in_each_look_but_stay_out_of_the_family(
+    protocol_config: Callable[..., DictConfig],
+) -> None:
+    from fixgraph.serve.source import from_study
+
+    cfg = protocol_config(["tracking.enabled=false"])
+    with pytest.raises(ProtocolError, match="dense: a system is the baseline, a finalist or exploratory"):
+        record_finalists(cfg, "study3", ["dense"], exploratory=["dense"])
+    record_finalists(cfg, "study3", ["dense"], exploratory=["hybrid"], track=False)
+    record = read_finalists(StudyPaths.of(cfg, "study3"))
+    assert record["finalists"] == ["dense"] and record["exploratory"] == ["hybrid"]
+    assert record["family"]["hypotheses"] == [["dense", "recall_at_8"]]  # Holm over one hypothesis, not two
+    assert sorted(record["config"]["systems"]) == ["bm25", "dense", "hybrid"]
+    report_md, _ = run_test(cfg, "study3", track=False)
+    rows = json.loads((report_md.parent / "test_report.json").read_text())["rows"]
+    hybrid = [r for r in rows if r["system"] == "hybrid"]
+    assert hybrid and all(not r["in_family"] and r["p_holm"] is None and r["p"] is not None for r in hybrid)
+    (dense,) = [r for r in rows if r["system"] == "dense" and r["metric"] == "recall_at_8"]
+    assert dense["in_family"] and dense["p_holm"] == dense["p"]  # a family of one: Holm leaves p as it is
+    assert from_study(cfg, "study3", "hybrid").origin["role"] == "exploratory"
