@@ -37,20 +37,22 @@ class Split(Protocol):
 SPLITS: Registry[Split] = Registry("split")
 
 
-@SPLITS.register("file")
-class FileSplit:
-    """Every question of one question file, less the locked test questions of the frozen split `lock`."""
+class OneFileSplit:
+    """A split that reads one question file and guards it against one frozen split's test part;
+    subclasses choose the questions (`select`)."""
 
-    def __init__(self, name: str, questions: str, lock: str, exclude_locked: bool) -> None:
+    def __init__(self, name: str, questions: str, exclude_locked: bool) -> None:
         self.name = name
         self.questions_path = Path(questions)
-        self.lock_file = Path(lock)
         self.exclude_locked = exclude_locked
         self.excluded: list[LockedMatch] = []
         self.locked: LockedSet | None = None
 
     def select(self, questions: list[Question]) -> list[Question]:
-        self.locked = LockedSet.of_split(self.lock_file)
+        raise NotImplementedError
+
+    def _guard(self, questions: list[Question], split_file: Path) -> list[Question]:
+        self.locked = LockedSet.of_split(split_file)
         selected, self.excluded = guard(questions, self.locked, self.exclude_locked, f"split {self.name}")
         return selected
 
@@ -66,20 +68,28 @@ class FileSplit:
         return self.select(load_questions(self.questions_path))
 
 
+@SPLITS.register("file")
+class FileSplit(OneFileSplit):
+    """Every question of one question file, less the locked test questions of the frozen split `lock`."""
+
+    def __init__(self, name: str, questions: str, lock: str, exclude_locked: bool) -> None:
+        super().__init__(name, questions, exclude_locked)
+        self.lock_file = Path(lock)
+
+    def select(self, questions: list[Question]) -> list[Question]:
+        return self._guard(questions, self.lock_file)
+
+
 @SPLITS.register("frozen")
-class FrozenSplit:
+class FrozenSplit(OneFileSplit):
     """One part (dev or test) of a frozen split of a question pool; verified on every load."""
 
     def __init__(self, name: str, questions: str, file: str, part: str, exclude_locked: bool) -> None:
         if part not in PARTS:
             raise SplitError(f"split {name}: part must be one of {', '.join(PARTS)}, got {part!r}")
-        self.name = name
-        self.questions_path = Path(questions)
+        super().__init__(name, questions, exclude_locked)
         self.file = Path(file)
         self.part = part
-        self.exclude_locked = exclude_locked
-        self.excluded: list[LockedMatch] = []
-        self.locked: LockedSet | None = None
 
     def select(self, questions: list[Question]) -> list[Question]:
         split = read_split_file(self.file)
@@ -90,22 +100,8 @@ class FrozenSplit:
                 "and score it with `fixgraph test`"
             )
         wanted = set(split.ids(self.part))
-        selected = [q for q in questions if q.qid in wanted]
         # a dev question with a test question's text (a copy under a new id) is locked as well
-        self.locked = LockedSet.of_split(self.file)
-        selected, self.excluded = guard(selected, self.locked, self.exclude_locked, f"split {self.name}")
-        return selected
-
-    @property
-    def paths(self) -> tuple[Path, ...]:
-        return (self.questions_path,)
-
-    @property
-    def guarded_by(self) -> tuple[Path, ...]:
-        return (self.locked.split_file,) if self.locked is not None else ()
-
-    def load(self) -> list[Question]:
-        return self.select(load_questions(self.questions_path))
+        return self._guard([q for q in questions if q.qid in wanted], self.file)
 
 
 @SPLITS.register("union")
