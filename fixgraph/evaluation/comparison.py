@@ -103,8 +103,10 @@ class Comparison:
     def markdown(self, digits: int = 3) -> str:
         """Systems x metrics: `mean [CI]`, and for non-baseline systems `diff [CI] p= p_holm=`."""
         rows = []
+        tested = {system for system, _ in self.family.hypotheses}
         for system in self.systems:
-            cells = [system + (" (baseline)" if system == self.baseline else "")]
+            role = " (baseline)" if system == self.baseline else "" if system in tested else " (exploratory)"
+            cells = [system + role]
             for metric in self.metrics:
                 r = self.row(system, metric)
                 cell = f"{r['mean']:.{digits}f} [{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]"

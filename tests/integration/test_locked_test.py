@@ -165,4 +165,6 @@ def test_exploratory_systems_are_scored_in_each_look_but_stay_out_of_the_family(
     assert hybrid and all(not r["in_family"] and r["p_holm"] is None and r["p"] is not None for r in hybrid)
     (dense,) = [r for r in rows if r["system"] == "dense" and r["metric"] == "recall_at_8"]
     assert dense["in_family"] and dense["p_holm"] == dense["p"]  # a family of one: Holm leaves p as it is
+    table = report_md.read_text()
+    assert "| hybrid (exploratory) " in table and "| dense " in table and "dense (exploratory)" not in table
     assert from_study(cfg, "study3", "hybrid").origin["role"] == "exploratory"
