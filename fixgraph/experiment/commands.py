@@ -1,4 +1,5 @@
-"""Verbs of the experiment layer: run, evaluate, answers, split, sweep, finalists, test, compare, expected, ui."""
+"""Verbs of the experiment layer: run, evaluate, answers, split, sweep, fit-ltr, finalists, test, compare, expected,
+ui."""
 
 from __future__ import annotations
 
@@ -245,6 +246,76 @@ def _expected(args: argparse.Namespace, cfg: Any) -> int:
     return 1 if failed else 0
 
 
+def _fit_ltr_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parts", required=True, help="dev parts to fit on: split:corpus,... (dev:gnome_help,...)")
+    parser.add_argument("--system", default="ltr", help="the ltr system whose weights are fitted (default: ltr)")
+    parser.add_argument(
+        "--hold-out", choices=("corpus", "part", "none"), default="corpus", help="what each held-out fit leaves out"
+    )
+    parser.add_argument("--C", type=float, default=0.01, dest="c", help="inverse L2 strength (default 0.01)")
+    parser.add_argument("--no-balance", action="store_true", help="every question weighs the same (default: bridge "
+                        "and other questions weigh half each)")  # fmt: skip
+    parser.add_argument(
+        "--write", metavar="NAME", help="write the weights as conf/retriever/NAME.yaml (inherits --system)"
+    )
+    parser.add_argument("--no-track", action="store_true", help="do not record the fit in MLflow")
+
+
+def _fit_ltr_part(part: Any, system: str, overrides: list[str]) -> Any:
+    from fixgraph.config import compose, systems_of
+
+    base = [*overrides, f"split={part.split}", f"corpus={part.corpus}"]
+    cfg = compose(base)
+    return cfg if system in systems_of(cfg) else compose([*base, f"+retriever@systems.{system}={system}"])
+
+
+def _fit_ltr(args: argparse.Namespace, cfg: Any) -> int:
+    import re
+
+    from fixgraph.config import ConfigError
+    from fixgraph.experiment import ltr_fit
+
+    parts = ltr_fit.parse_parts(args.parts)
+    clashing = [o for o in args.overrides if o.split("=")[0].lstrip("+~") in ("split", "corpus")]
+    if clashing:
+        raise ConfigError(f"fit-ltr: each part names its split and corpus (--parts); drop {', '.join(clashing)}")
+    target = ltr_fit.retriever_path(args.write) if args.write else None
+    if args.write:  # checked before the (slow) signal pass, so a bad name costs nothing
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.write) or args.write == args.system:
+            raise ConfigError(f"fit-ltr: --write {args.write!r}: give a new retriever name (letters, digits, _)")
+        if target is not None and target.exists():
+            raise ConfigError(f"fit-ltr: {target} exists; choose another --write name or delete it first")
+        if not ltr_fit.retriever_path(args.system).exists():
+            raise ConfigError(f"fit-ltr: --write inherits {ltr_fit.retriever_path(args.system)}, which does not exist")
+        touching = [o for o in args.overrides if f"systems.{args.system}" in o]
+        if touching:
+            raise ConfigError(
+                f"fit-ltr: --write inherits conf/retriever/{args.system}.yaml as it is, without {', '.join(touching)}; "
+                "make those changes a retriever config and fit that"
+            )
+    configs = [(part, _fit_ltr_part(part, args.system, list(args.overrides))) for part in parts]
+    fit = ltr_fit.fit_ltr(configs, args.system, args.hold_out, args.c, not args.no_balance)
+    name = args.write or f"{args.system}_fitted"
+    provenance = fit.provenance(args.system, args.hold_out, args.c, not args.no_balance)
+    text = ltr_fit.fitted_config(args.system, name, fit.weights, provenance)
+    if fit.table is not None:
+        print(f"recall@8 held out by {args.hold_out} (first stage: {args.system}'s candidates in its own order)\n")
+        print(fit.table.round(3).to_string(), "\n")
+    first = configs[0][1]
+    folder = Path(str(first.paths.artifacts)) / "ltr_fit" / name
+    ltr_fit.write_outputs(fit, folder, text)
+    print(text)
+    if target is not None:
+        target.write_text(text)
+        print(f"wrote {target}: evaluate it with +retriever@systems.{name}={name}")
+    print(f"outputs: {folder}")
+    if not args.no_track and bool(first.tracking.enabled):
+        params = {"name": name, "system": args.system, "parts": args.parts, "hold_out": args.hold_out, "C": args.c,
+                  "balance": not args.no_balance, "questions": fit.rows["qid"].nunique()}  # fmt: skip
+        print(f"MLflow run {ltr_fit.track(first, fit, params, folder)} (browse with `fixgraph ui`)")
+    return 0
+
+
 def _ui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--backend-store-uri", default="sqlite:///mlflow.db")
@@ -286,6 +357,13 @@ COMMANDS = [
         _sweep,
         _sweep_arguments,
         take_words=_sweep_words,
+    ),
+    Command(
+        "fit-ltr",
+        "fit an ltr system's weights on dev parts of one or more corpora, report them held out, write a config",
+        _fit_ltr,
+        _fit_ltr_arguments,
+        config=False,
     ),
     Command(
         "finalists",

@@ -17,8 +17,9 @@ scores, or that dense retriever itself), every signal of SIGNALS:
     log_tokens   log(1 + the chunk's tokens): a longer chunk holds more of an answer
 
 and the chunk scores sum_s weights[s] x s. reach and anchor (GRAPH_SIGNALS) need a link expansion
-first stage. The weights are config values; `experiments/quality/ltr.py` fits them (pairwise logistic
-regression on dev questions) and scores each corpus with weights fitted on the other. Nothing is
+first stage. The weights are config values; `fixgraph fit-ltr` (experiment/ltr_fit.py) fits them (pairwise
+logistic regression on dev questions), scores each corpus with weights fitted on the other and writes them
+as a retriever config. Nothing is
 trained at index time: the index is the first stage's and BM25's.
 """
 
