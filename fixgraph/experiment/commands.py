@@ -247,7 +247,9 @@ def _expected(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _fit_ltr_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parts", required=True, help="dev parts to fit on: split:corpus,... (dev:gnome_help,...)")
+    parser.add_argument(
+        "--parts", required=True, help="dev parts to fit on: split:corpus,... (dev:gnome_help,gen.jsonl:gnome_help)"
+    )
     parser.add_argument("--system", default="ltr", help="the ltr system whose weights are fitted (default: ltr)")
     parser.add_argument(
         "--hold-out", choices=("corpus", "part", "none"), default="corpus", help="what each held-out fit leaves out"
@@ -264,7 +266,7 @@ def _fit_ltr_arguments(parser: argparse.ArgumentParser) -> None:
 def _fit_ltr_part(part: Any, system: str, overrides: list[str]) -> Any:
     from fixgraph.config import compose, systems_of
 
-    base = [*overrides, f"split={part.split}", f"corpus={part.corpus}"]
+    base = [*overrides, f"corpus={part.corpus}", *([] if part.questions else [f"split={part.split}"])]
     cfg = compose(base)
     return cfg if system in systems_of(cfg) else compose([*base, f"+retriever@systems.{system}={system}"])
 

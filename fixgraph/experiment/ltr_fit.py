@@ -33,22 +33,30 @@ FOLDS = ("corpus", "part", "none")
 
 @dataclass(frozen=True)
 class Part:
-    split: str
+    split: str  # a split option (conf/split), or a question file (*.jsonl: e.g. questions generated from the corpus)
     corpus: str
 
     @property
     def label(self) -> str:
         return f"{self.split}:{self.corpus}"
 
+    @property
+    def questions(self) -> Path | None:
+        return Path(self.split) if self.split.endswith(".jsonl") else None
+
 
 def parse_parts(text: str) -> list[Part]:
-    """`split:corpus,...` (e.g. `dev:gnome_help,evolution_dev:evolution_help`), each named once."""
+    """`split:corpus,...` (e.g. `dev:gnome_help,evolution_dev:evolution_help`), each named once; a part's
+    split may be a question file instead (`gen.jsonl:gnome_help`), guarded against locked questions too."""
     parts = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
         split, sep, corpus = item.partition(":")
         if not sep or not split.strip() or not corpus.strip() or ":" in corpus:
             raise ConfigError(f"--parts: {item!r} is not split:corpus (e.g. dev:gnome_help)")
-        parts.append(Part(split.strip(), corpus.strip()))
+        part = Part(split.strip(), corpus.strip())
+        if part.questions is not None and not part.questions.is_file():
+            raise ConfigError(f"--parts: question file {part.questions} not found")
+        parts.append(part)
     if not parts:
         raise ConfigError("--parts: name at least one dev part as split:corpus (e.g. dev:gnome_help)")
     repeated = sorted({p.label for p in parts if parts.count(p) > 1})
@@ -75,7 +83,7 @@ def signal_rows(parts: Sequence[tuple[Part, DictConfig]], system: str) -> pd.Dat
             raise ConfigError(
                 f"fit-ltr: system {system!r} is kind {node.get('kind')!r}; its weights are fitted only for kind ltr"
             )
-        questions = resolve_questions(cfg, None, None).questions  # refuses locked questions
+        questions = resolve_questions(cfg, part.questions, None).questions  # refuses locked questions
         twice = sorted(q.qid for q in questions if q.qid in seen)
         if twice:
             raise ConfigError(

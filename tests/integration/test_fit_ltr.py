@@ -99,3 +99,32 @@ def test_fit_ltr_refuses_before_any_work(
     assert main([*base, "--parts", "test:mallard_folder", "--hold-out", "none", *overrides]) == 2
     assert "locked" in capsys.readouterr().err
     assert not (tmp_path / "artifacts" / "ltr_fit").exists()
+
+
+def test_a_part_may_be_a_question_file_and_is_guarded_like_a_split(
+    project: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A team without labelled questions fits on questions generated from its corpus: any question file,
+    with the locked test questions refused as everywhere, and a question in two parts refused."""
+    _, overrides = project
+    parts = {q: v["part"] for q, v in json.loads((tmp_path / "split.json").read_text())["questions"].items()}
+    pool = (tmp_path / "pool.jsonl").read_text().splitlines()
+    dev_lines = [line for line in pool if parts[json.loads(line)["qid"]] == "dev"]
+    test_line = next(line for line in pool if parts[json.loads(line)["qid"]] == "test")
+    generated, leaky = tmp_path / "generated.jsonl", tmp_path / "leaky.jsonl"
+    generated.write_text("\n".join(dev_lines[:6]) + "\n")
+    leaky.write_text("\n".join([*dev_lines[6:], test_line]) + "\n")
+    base = ["fit-ltr", "--system", "ltr_hash", "--no-track", "--hold-out", "none", *overrides]
+
+    assert main([*base, "--parts", f"{generated}:mallard_folder"]) == 0
+    rows = pd.read_parquet(tmp_path / "artifacts" / "ltr_fit" / "ltr_hash_fitted" / "signals.parquet")
+    answerable = {q.qid for q in load_questions(generated) if q.answerable}
+    assert set(rows["qid"]) == answerable and rows["part"].eq(f"{generated}:mallard_folder").all()
+    capsys.readouterr()
+
+    assert main([*base, "--parts", f"{leaky}:mallard_folder"]) == 2
+    assert "1 of 6 questions are locked test questions" in capsys.readouterr().err
+    assert main([*base, "--parts", f"{generated}:mallard_folder,dev:mallard_folder"]) == 2
+    assert f"parts {generated}:mallard_folder and dev:mallard_folder share questions" in capsys.readouterr().err
+    assert main([*base, "--parts", f"{tmp_path / 'none.jsonl'}:mallard_folder"]) == 2
+    assert f"question file {tmp_path / 'none.jsonl'} not found" in capsys.readouterr().err
