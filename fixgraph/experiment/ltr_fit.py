@@ -95,7 +95,7 @@ def signal_rows(parts: Sequence[tuple[Part, DictConfig]], system: str) -> pd.Dat
         chunks = load_chunks(cfg)
         mapping = map_gold(questions, load_documents(cfg), chunks)
         tokens = {c.id: c.n_tokens for c in chunks}
-        ranker: Any = open_system(cfg, system, node, chunks).first_stage  # an LearnedRankRetriever (kind ltr)
+        ranker: Any = open_system(cfg, system, node, chunks).first_stage  # a LearnedRankRetriever (kind ltr)
         before = len(rows)
         for q in questions:
             gold = {c for item in mapping.for_question(q.qid) if item.status == "mapped" for c in item.chunk_ids}
