@@ -229,7 +229,7 @@ class Fit:
         parts = ", ".join(f"{p} {n}" for p, n in counts.items())
         text = (
             f"Fitted by `fixgraph fit-ltr --system {system}` on {dt.date.today().isoformat()}: the signal weights of "
-            f"{system}, from {self.rows['qid'].nunique()} dev questions ({parts}); "
+            f"{system}, from {self.rows['qid'].nunique()} questions ({parts}); "
             f"pairwise logistic regression, C {c}, "
             + ("bridge and other questions half each." if balance else "every question the same.")
         )

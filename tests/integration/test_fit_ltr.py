@@ -60,7 +60,7 @@ def test_fit_ltr_writes_a_config_from_dev_questions_only(
     assert set(rows["qid"]) == dev and "test" in parts.values()
     assert set(SIGNALS) <= set(rows.columns) and rows.groupby("qid")["gold"].any().all()
     header = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("#"))
-    assert f"from {len(dev)} dev questions (dev:mallard_folder {len(dev)})" in header
+    assert f"from {len(dev)} questions (dev:mallard_folder {len(dev)})" in header
 
     # the written config is a system like any other: it composes, inherits ltr_hash, and evaluates
     assert main(["evaluate", "--no-track", "experiment=single", "retriever=ltr_hash_fitted", *overrides]) == 0
