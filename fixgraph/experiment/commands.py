@@ -272,29 +272,10 @@ def _fit_ltr_part(part: Any, system: str, overrides: list[str]) -> Any:
 
 
 def _fit_ltr(args: argparse.Namespace, cfg: Any) -> int:
-    import re
-
-    from fixgraph.config import ConfigError
     from fixgraph.experiment import ltr_fit
 
     parts = ltr_fit.parse_parts(args.parts)
-    clashing = [o for o in args.overrides if o.split("=")[0].lstrip("+~") in ("split", "corpus")]
-    if clashing:
-        raise ConfigError(f"fit-ltr: each part names its split and corpus (--parts); drop {', '.join(clashing)}")
-    target = ltr_fit.retriever_path(args.write) if args.write else None
-    if args.write:  # checked before the (slow) signal pass, so a bad name costs nothing
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.write) or args.write == args.system:
-            raise ConfigError(f"fit-ltr: --write {args.write!r}: give a new retriever name (letters, digits, _)")
-        if target is not None and target.exists():
-            raise ConfigError(f"fit-ltr: {target} exists; choose another --write name or delete it first")
-        if not ltr_fit.retriever_path(args.system).exists():
-            raise ConfigError(f"fit-ltr: --write inherits {ltr_fit.retriever_path(args.system)}, which does not exist")
-        touching = [o for o in args.overrides if f"systems.{args.system}" in o]
-        if touching:
-            raise ConfigError(
-                f"fit-ltr: --write inherits conf/retriever/{args.system}.yaml as it is, without {', '.join(touching)}; "
-                "make those changes a retriever config and fit that"
-            )
+    target = ltr_fit.check_arguments(args.system, args.write, args.overrides)  # before the slow signal pass
     configs = [(part, _fit_ltr_part(part, args.system, list(args.overrides))) for part in parts]
     fit = ltr_fit.fit_ltr(configs, args.system, args.hold_out, args.c, not args.no_balance)
     name = args.write or f"{args.system}_fitted"

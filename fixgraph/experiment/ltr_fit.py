@@ -14,6 +14,7 @@ resolve_questions refuses locked test questions.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,29 @@ def retriever_path(name: str) -> Path:
     return config_dir() / "retriever" / f"{name}.yaml"
 
 
+def check_arguments(system: str, write: str | None, overrides: Sequence[str]) -> Path | None:
+    """Refuse what would fail or mislead after minutes of work; the config file `write` names, if any."""
+    clashing = [o for o in overrides if o.split("=")[0].lstrip("+~") in ("split", "corpus")]
+    if clashing:
+        raise ConfigError(f"fit-ltr: each part names its split and corpus (--parts); drop {', '.join(clashing)}")
+    if not write:
+        return None
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", write) or write == system:
+        raise ConfigError(f"fit-ltr: --write {write!r}: give a new retriever name (letters, digits, _)")
+    target = retriever_path(write)
+    if target.exists():
+        raise ConfigError(f"fit-ltr: {target} exists; choose another --write name or delete it first")
+    if not retriever_path(system).exists():
+        raise ConfigError(f"fit-ltr: --write inherits {retriever_path(system)}, which does not exist")
+    touching = [o for o in overrides if f"systems.{system}" in o]
+    if touching:
+        raise ConfigError(
+            f"fit-ltr: --write inherits conf/retriever/{system}.yaml as it is, without {', '.join(touching)}; "
+            "make those changes a retriever config and fit that"
+        )
+    return target
+
+
 def fitted_config(system: str, name: str, weights: Mapping[str, float], provenance: Sequence[str]) -> str:
     """A retriever config that inherits `system`'s config file and sets `weights` (provenance as comments)."""
     lines = [f"# {line}" for line in provenance]
@@ -271,8 +295,6 @@ def write_outputs(fit: Fit, folder: Path, config_text: str) -> None:
 
 def track(cfg: DictConfig, fit: Fit, params: Mapping[str, Any], folder: Path) -> str:
     """One MLflow run: the fit's settings as params, held-out recall@8 and the weights as metrics."""
-    import re
-
     import mlflow
 
     from fixgraph.tracking import git_state, setup
