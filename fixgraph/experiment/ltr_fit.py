@@ -17,6 +17,7 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,11 @@ class Fit:
     rows: pd.DataFrame
     weights: dict[str, float]
     per_question: pd.DataFrame | None  # held-out recall per question; None with --hold-out none
-    table: pd.DataFrame | None
+
+    @cached_property
+    def table(self) -> pd.DataFrame | None:
+        """`summary` of the held-out recall (its permutation tests run once)."""
+        return None if self.per_question is None else summary(self.per_question)
 
     def provenance(self, system: str, fold: str, c: float, balance: bool) -> list[str]:
         """What the config's header says: the data, the fit, and the held-out figure."""
@@ -278,7 +283,7 @@ def fit_ltr(
     rows = signal_rows(parts, system)
     per_question = None if fold == "none" else held_out(rows, fold, SIGNALS, c, balance)
     weights = dict(zip(SIGNALS, map(float, fit_weights(rows, SIGNALS, c, balance)), strict=True))
-    return Fit(rows, weights, per_question, None if per_question is None else summary(per_question))
+    return Fit(rows, weights, per_question)
 
 
 def write_outputs(fit: Fit, folder: Path, config_text: str) -> None:
