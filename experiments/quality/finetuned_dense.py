@@ -1,0 +1,165 @@
+"""ltr's dense signals from an mpnet fine-tuned on the *other* corpus's dev questions, held out by corpus.
+
+For each corpus of the signal rows (`fixgraph fit-ltr`'s signals.parquet: every candidate of every dev
+question of each part), a copy of the ltr system's embedder is trained one epoch on the other corpus's
+questions (each gold chunk's index text as the positive, two of the first stage's top-15 non-gold chunks as
+hard negatives, multiple-negatives ranking loss), then this corpus's whole dense index (chunks and lines) is
+embedded with it and `own`, `line`, `page_best`, `page_rank` are computed again as the retriever does
+(columns `<signal>_ft`). Candidates and the other signals stay. `compare` prints ltr held out by corpus on
+the stock signals and on the fine-tuned ones, with paired sign-flip tests. Dev rows only: fit-ltr refuses
+locked questions. About 15 min of CPU per corpus on 2 cores (docs/results/quality.md, "mpnet fine-tuned on
+the other corpus's dev questions").
+
+    fixgraph fit-ltr --parts dev:gnome_help,...,evolution_dev:evolution_help --hold-out none --no-track
+    python experiments/quality/finetuned_dense.py signals --signals artifacts/ltr_fit/ltr_fitted/signals.parquet \\
+        --out /tmp/ft.parquet
+    python experiments/quality/finetuned_dense.py compare --signals /tmp/ft.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fixgraph.config import compose, systems_of
+from fixgraph.evaluation.significance import paired_permutation_tests
+from fixgraph.evaluation.splits import resolve_questions
+from fixgraph.experiment.ltr_fit import fit_weights, held_out, recall_at
+from fixgraph.pipeline.stages import load_chunks, open_system
+from fixgraph.retrieval.ltr import SIGNALS
+
+DENSE = ("own", "line", "page_best", "page_rank")  # the signals the embedder computes
+
+
+def triples(rows: pd.DataFrame, questions: dict[str, str], texts: dict[str, str], seed: int = 0) -> dict[str, list]:
+    rng = random.Random(seed)
+    out: dict[str, list] = {"anchor": [], "positive": [], "negative": []}
+    for qid, group in rows.groupby("qid"):
+        negatives = group[~group["gold"] & (group["base_rank"] < 30)].sort_values("base_rank")["chunk"].tolist()[:15]
+        for positive in group[group["gold"]]["chunk"]:
+            for negative in rng.sample(negatives, min(2, len(negatives))):
+                out["anchor"].append(questions[str(qid)])
+                out["positive"].append(texts[positive])
+                out["negative"].append(texts[negative])
+    return out
+
+
+def train(base: Any, data: dict[str, list], folder: Path, epochs: float) -> Any:
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer import losses
+
+    model = copy.deepcopy(base)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(folder), num_train_epochs=epochs, per_device_train_batch_size=16, learning_rate=2e-5,
+        warmup_steps=0.1, save_strategy="no", report_to=[], seed=0, use_cpu=True,
+    )  # fmt: skip
+    loss = losses.MultipleNegativesRankingLoss(model)
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(data), loss=loss).train()
+    return model
+
+
+class Index:
+    """A corpus's dense retriever and where each chunk and page sits in it."""
+
+    def __init__(self, dense: Any, chunks: list) -> None:
+        self.dense, self.chunks = dense, chunks
+        self.position = {c.id: i for i, c in enumerate(chunks)}
+        pages = sorted({c.doc_id for c in chunks})
+        number = {p: i for i, p in enumerate(pages)}
+        self.page = np.array([number[c.doc_id] for c in chunks])
+        self.n_pages = len(pages)
+
+    def signals(self, vector: np.ndarray, ids: list[str]) -> np.ndarray:
+        """own, line, page_best, page_rank of `ids`, as LearnedRankRetriever.signals computes them."""
+        own, line = self.dense.own_and_line(vector)
+        blocks = self.dense.blend(own, line)
+        page_best = np.full(self.n_pages, -np.inf)
+        np.maximum.at(page_best, self.page, blocks)
+        rank = np.empty(self.n_pages)
+        rank[np.lexsort((np.arange(self.n_pages), -page_best))] = np.arange(1, self.n_pages + 1)
+        at = [self.position[i] for i in ids]
+        pages = self.page[at]
+        return np.column_stack([own[at], line[at], page_best[pages] - blocks.max(), 1.0 / rank[pages]])
+
+
+def signals(rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0) -> pd.DataFrame:
+    """The rows with `<signal>_ft` columns; epochs 0 keeps the stock model (the columns then equal the stock ones)."""
+    rows = rows.reset_index(drop=True)
+    questions: dict[str, str] = {}
+    indexes: dict[str, Index] = {}
+    for label in rows["part"].unique():
+        split, corpus = str(label).rsplit(":", 1)
+        file = Path(split) if split.endswith(".jsonl") else None
+        overrides = [f"corpus={corpus}", *([] if file else [f"split={split}"])]
+        cfg = compose(overrides)
+        if system not in systems_of(cfg):
+            cfg = compose([*overrides, f"+retriever@systems.{system}={system}"])
+        questions |= {q.qid: q.question for q in resolve_questions(cfg, file, None).questions}
+        if corpus not in indexes:
+            chunks = load_chunks(cfg)
+            indexes[corpus] = Index(open_system(cfg, system, systems_of(cfg)[system], chunks).first_stage.dense, chunks)
+    texts = {c.id: c.index_text() for index in indexes.values() for c in index.chunks}
+    out = np.zeros((len(rows), len(DENSE)))
+    for corpus, index in indexes.items():
+        others = rows[rows["corpus"] != corpus]
+        model = index.dense.embedder.model
+        if epochs > 0:
+            model = train(model, triples(others, questions, texts), workdir / f"without_{corpus}", epochs)
+            texts_of_index, _, _ = index.dense._rows(index.chunks)
+            vectors = model.encode(texts_of_index, batch_size=32, normalize_embeddings=True)
+            index.dense._matrix = np.asarray(vectors, dtype=np.float32)
+        for qid, group in rows[rows["corpus"] == corpus].groupby("qid"):
+            vector = model.encode([questions[str(qid)]], normalize_embeddings=True)[0].astype(np.float32)
+            out[group.index] = index.signals(vector, group["chunk"].tolist())
+        how = f"a model trained on {others['qid'].nunique()} other questions" if epochs > 0 else "the stock model"
+        print(f"{corpus}: scored with {how}", flush=True)
+    return rows.assign(**{f"{s}_ft": out[:, i] for i, s in enumerate(DENSE)})
+
+
+def compare(rows: pd.DataFrame) -> None:
+    tuned = [f"{s}_ft" if s in DENSE else s for s in SIGNALS]
+    stock = held_out(rows, "corpus", SIGNALS)
+    fitted = held_out(rows, "corpus", tuned)
+    strict = []  # weights fitted on the other corpus's stock signals: nothing that saw this corpus's questions
+    for corpus in rows["corpus"].unique():
+        test = rows[rows["corpus"] == corpus]
+        weights = fit_weights(rows[rows["corpus"] != corpus], SIGNALS)
+        strict.append(recall_at(test.assign(strict=test[tuned].to_numpy() @ weights), "strict"))
+    bridge = stock["qtype"].eq("bridge")
+    for name, recall in (("fine-tuned signals", fitted["fitted"]), ("stock weights on them", pd.concat(strict))):
+        for subset, mask in (("bridge", bridge), ("other", ~bridge), ("pooled", bridge | ~bridge)):
+            diff = (recall - stock["fitted"])[mask]
+            p = paired_permutation_tests(diff.to_numpy())[0].p_value if diff.any() else 1.0
+            print(
+                f"{name:22s} {subset:7s} recall@8 {recall[mask].mean():.3f} vs ltr {stock['fitted'][mask].mean():.3f}"
+                f"  up {(diff > 0).sum()} down {(diff < 0).sum()} p {p:.3f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    making = sub.add_parser("signals")
+    making.add_argument("--signals", type=Path, required=True, help="fixgraph fit-ltr's signals.parquet")
+    making.add_argument("--system", default="ltr")
+    making.add_argument("--out", type=Path, required=True)
+    making.add_argument("--workdir", type=Path, default=Path("/tmp/finetuned_dense"))
+    making.add_argument("--epochs", type=float, default=1.0, help="0: the stock model (the stock columns again)")
+    comparing = sub.add_parser("compare")
+    comparing.add_argument("--signals", type=Path, required=True, help="the rows `signals` wrote")
+    args = parser.parse_args()
+    if args.command == "signals":
+        signals(pd.read_parquet(args.signals), args.system, args.workdir, args.epochs).to_parquet(args.out)
+    else:
+        compare(pd.read_parquet(args.signals))
+
+
+if __name__ == "__main__":
+    main()
