@@ -263,20 +263,12 @@ def _fit_ltr_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-track", action="store_true", help="do not record the fit in MLflow")
 
 
-def _fit_ltr_part(part: Any, system: str, overrides: list[str]) -> Any:
-    from fixgraph.config import compose, systems_of
-
-    base = [*overrides, f"corpus={part.corpus}", *([] if part.questions else [f"split={part.split}"])]
-    cfg = compose(base)
-    return cfg if system in systems_of(cfg) else compose([*base, f"+retriever@systems.{system}={system}"])
-
-
 def _fit_ltr(args: argparse.Namespace, cfg: Any) -> int:
     from fixgraph.experiment import ltr_fit
 
     parts = ltr_fit.parse_parts(args.parts)
     target = ltr_fit.check_arguments(args.system, args.write, args.overrides)  # before the slow signal pass
-    configs = [(part, _fit_ltr_part(part, args.system, list(args.overrides))) for part in parts]
+    configs = [(part, ltr_fit.part_config(part, args.system, args.overrides)) for part in parts]
     fit = ltr_fit.fit_ltr(configs, args.system, args.hold_out, args.c, not args.no_balance)
     name = args.write or f"{args.system}_fitted"
     provenance = fit.provenance(args.system, args.hold_out, args.c, not args.no_balance)

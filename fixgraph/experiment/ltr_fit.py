@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from fixgraph.config import ConfigError, config_dir, systems_of
+from fixgraph.config import ConfigError, compose, config_dir, systems_of
 from fixgraph.retrieval.ltr import SIGNALS
 
 PAIRS_TOP = 30  # a question's pairs come from the first stage's top 30: where recall@8 is won or lost
@@ -65,6 +65,14 @@ def parse_parts(text: str) -> list[Part]:
     if repeated:
         raise ConfigError(f"--parts: {', '.join(repeated)} named more than once")
     return parts
+
+
+def part_config(part: Part, system: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The config of one part: its corpus and split (a question file names no split), with `system` added
+    from conf/retriever when the preset does not hold it."""
+    base = [*overrides, f"corpus={part.corpus}", *([] if part.questions else [f"split={part.split}"])]
+    cfg = compose(base)
+    return cfg if system in systems_of(cfg) else compose([*base, f"+retriever@systems.{system}={system}"])
 
 
 def signal_rows(parts: Sequence[tuple[Part, DictConfig]], system: str) -> pd.DataFrame:
