@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fixgraph.config import compose, systems_of
+from fixgraph.config import systems_of
 from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import resolve_questions
-from fixgraph.experiment.ltr_fit import fit_weights, held_out, recall_at
+from fixgraph.experiment.ltr_fit import fit_weights, held_out, parse_parts, part_config, recall_at
 from fixgraph.pipeline.stages import load_chunks, open_system
-from fixgraph.retrieval.ltr import SIGNALS
+from fixgraph.retrieval.ltr import SIGNALS, page_scores
 
 DENSE = ("own", "line", "page_best", "page_rank")  # the signals the embedder computes
 
@@ -80,10 +80,7 @@ class Index:
         """own, line, page_best, page_rank of `ids`, as LearnedRankRetriever.signals computes them."""
         own, line = self.dense.own_and_line(vector)
         blocks = self.dense.blend(own, line)
-        page_best = np.full(self.n_pages, -np.inf)
-        np.maximum.at(page_best, self.page, blocks)
-        rank = np.empty(self.n_pages)
-        rank[np.lexsort((np.arange(self.n_pages), -page_best))] = np.arange(1, self.n_pages + 1)
+        page_best, rank = page_scores(blocks, self.page, self.n_pages)
         at = [self.position[i] for i in ids]
         pages = self.page[at]
         return np.column_stack([own[at], line[at], page_best[pages] - blocks.max(), 1.0 / rank[pages]])
@@ -94,17 +91,13 @@ def signals(rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0)
     rows = rows.reset_index(drop=True)
     questions: dict[str, str] = {}
     indexes: dict[str, Index] = {}
-    for label in rows["part"].unique():
-        split, corpus = str(label).rsplit(":", 1)
-        file = Path(split) if split.endswith(".jsonl") else None
-        overrides = [f"corpus={corpus}", *([] if file else [f"split={split}"])]
-        cfg = compose(overrides)
-        if system not in systems_of(cfg):
-            cfg = compose([*overrides, f"+retriever@systems.{system}={system}"])
-        questions |= {q.qid: q.question for q in resolve_questions(cfg, file, None).questions}
-        if corpus not in indexes:
+    for part in parse_parts(",".join(map(str, rows["part"].unique()))):
+        cfg = part_config(part, system)
+        questions |= {q.qid: q.question for q in resolve_questions(cfg, part.questions, None).questions}
+        if part.corpus not in indexes:
             chunks = load_chunks(cfg)
-            indexes[corpus] = Index(open_system(cfg, system, systems_of(cfg)[system], chunks).first_stage.dense, chunks)
+            dense = open_system(cfg, system, systems_of(cfg)[system], chunks).first_stage.dense
+            indexes[part.corpus] = Index(dense, chunks)
     texts = {c.id: c.index_text() for index in indexes.values() for c in index.chunks}
     out = np.zeros((len(rows), len(DENSE)))
     for corpus, index in indexes.items():

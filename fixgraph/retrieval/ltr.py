@@ -47,6 +47,16 @@ GRAPH_SIGNALS = ("reach", "anchor")
 TRACE_TOP = 10  # hits whose score the trace breaks down by signal
 
 
+def page_scores(blocks: np.ndarray, page: np.ndarray, n_pages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per page: the best chunk score (`blocks`, chunks in index order; `page`: each chunk's page number), and
+    the page's rank (1 = best) when pages are ordered by it, ties by page number."""
+    page_best = np.full(n_pages, -np.inf)
+    np.maximum.at(page_best, page, blocks)
+    rank = np.empty(n_pages)
+    rank[np.lexsort((np.arange(n_pages), -page_best))] = np.arange(1, n_pages + 1)
+    return page_best, rank
+
+
 @RETRIEVERS.register("ltr")
 class LearnedRankRetriever:
     def __init__(
@@ -112,10 +122,7 @@ class LearnedRankRetriever:
         own, line = self.dense.own_and_line(vector)
         blocks = self.dense.blend(own, line)  # the dense score, from the cosines already computed
         best = blocks.max()
-        page_best = np.full(len(self._pages), -np.inf)
-        np.maximum.at(page_best, self._page, blocks)
-        rank = np.empty(len(self._pages))
-        rank[np.lexsort((np.arange(len(self._pages)), -page_best))] = np.arange(1, len(self._pages) + 1)
+        page_best, rank = page_scores(blocks, self._page, len(self._pages))
         lexical = np.asarray(self.lexical.scores(query), dtype=np.float64)
         lexical = lexical / lexical.max() if lexical.max() > 0 else lexical
         rows = []
