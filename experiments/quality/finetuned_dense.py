@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from fixgraph.config import systems_of
+from fixgraph.evaluation.parts import parse_parts, part_config
 from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import resolve_questions
-from fixgraph.experiment.ltr_fit import fit_weights, held_out, parse_parts, part_config, recall_at
+from fixgraph.experiment.ltr_fit import fit_weights, held_out, recall_at
 from fixgraph.pipeline.stages import load_chunks, open_system
 from fixgraph.retrieval.ltr import SIGNALS, page_scores
 

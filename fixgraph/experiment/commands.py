@@ -264,11 +264,12 @@ def _fit_ltr_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _fit_ltr(args: argparse.Namespace, cfg: Any) -> int:
+    from fixgraph.evaluation.parts import parse_parts, part_config
     from fixgraph.experiment import ltr_fit
 
-    parts = ltr_fit.parse_parts(args.parts)
+    parts = parse_parts(args.parts)
     target = ltr_fit.check_arguments(args.system, args.write, args.overrides)  # before the slow signal pass
-    configs = [(part, ltr_fit.part_config(part, args.system, args.overrides)) for part in parts]
+    configs = [(part, part_config(part, args.system, args.overrides)) for part in parts]
     fit = ltr_fit.fit_ltr(configs, args.system, args.hold_out, args.c, not args.no_balance)
     name = args.write or f"{args.system}_fitted"
     provenance = fit.provenance(args.system, args.hold_out, args.c, not args.no_balance)

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from fixgraph.config import ConfigError, compose
+from fixgraph.evaluation.parts import parse_parts
 from fixgraph.experiment.ltr_fit import (
     _question_weights,
     fit_weights,
     fitted_config,
     held_out,
-    parse_parts,
     recall_at,
     summary,
 )
