@@ -5,11 +5,16 @@ Pairs (query -> chunk) come from the corpus alone: page titles, summaries and se
 (`fixgraph corpus-qa`, decontaminated against the benchmark). Each pair gets `negatives` hard
 negatives: BM25's best chunks for the query from OTHER pages (random other-page chunks when BM25 finds
 too few).
+With the `dev_question` kind, labelled questions of OTHER corpora join them (training/question_pairs.py:
+`data.questions` parts, hard negatives from `data.negative_system`'s ranking); the corpus being trained
+for never contributes its own questions.
 
 Loss: InfoNCE over the batch (MultipleNegativesRanking with hard negatives): each query's positive
-against every positive and hard negative in the batch, cosine x `scale`. Candidates from the query's
-own page are masked out (except its positive): a title query is about every chunk of its page, and two
-queries of one page in a batch would otherwise push their page's chunks apart.
+against every positive and hard negative in the batch, cosine x `scale`. With `mask: page`, candidates
+from the query's own page are masked out (except its positive): a title query is about every chunk of its
+page, and two queries of one page in a batch would otherwise push their page's chunks apart. With `mask:
+question` only the other gold chunks of the same question are: a real question is about its gold chunks,
+and the rest of the page is a fair negative.
 
 The model is saved as a sentence-transformers folder; `embedder=minilm_corpus` (or `mpnet_corpus`)
 loads it, so `retriever=dense_minilm_corpus` evaluates it like any embedder.
@@ -31,7 +36,8 @@ from fixgraph.training.base import TRAINERS, Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
 from fixgraph.training.settings import FitResult, Tracking
 
-PAIR_KINDS = ("title", "summary", "heading", "llm_question")
+PAIR_KINDS = ("title", "summary", "heading", "llm_question", "dev_question")
+MASKS = ("page", "question")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class PairData:
     validation_fraction: float = 0.1
     seed: int = 0
     bm25: Mapping[str, Any] = field(default_factory=lambda: {"name": "bm25", "k1": 0.9, "b": 0.4})
+    questions: Sequence[str] = ()  # dev_question: `split:corpus` parts (those on the trained corpus are dropped)
+    negative_system: str = "link_expansion_blocks"  # dev_question: whose top chunks are the hard negatives
+
+    def corpus_kinds(self) -> list[str]:
+        return [k for k in self.query_kinds if k != "dev_question"]
 
 
 def pair_triples(documents: Sequence[Any], chunks: Sequence[Any], data: PairData) -> list[tuple[str, str, str]]:
@@ -56,7 +67,7 @@ def pair_triples(documents: Sequence[Any], chunks: Sequence[Any], data: PairData
     unknown = set(data.query_kinds) - set(PAIR_KINDS)
     if unknown:
         raise ValueError(f"trainer: unknown query kinds {sorted(unknown)}; valid: {', '.join(PAIR_KINDS)}")
-    triples = corpus_queries(documents, chunks, [k for k in data.query_kinds if k != "llm_question"])
+    triples = corpus_queries(documents, chunks, [k for k in data.corpus_kinds() if k != "llm_question"])
     if "llm_question" in data.query_kinds:
         if not data.qa_pairs:
             raise ValueError("trainer: query kind llm_question needs data.qa_pairs (the corpus-qa output)")
@@ -119,7 +130,12 @@ def freeze_bottom(model: Any, layers: int) -> None:
 @TRAINERS.register("bi_encoder")
 class BiEncoderTrainer(Trainer):
     kind = "bi_encoder"
-    code_modules = ("fixgraph.training.pairs", "fixgraph.training.corpus_qa", "fixgraph.training.nets.bi_encoder")
+    code_modules = (
+        "fixgraph.training.pairs",
+        "fixgraph.training.corpus_qa",
+        "fixgraph.training.question_pairs",
+        "fixgraph.training.nets.bi_encoder",
+    )
 
     def __init__(
         self,
@@ -135,6 +151,7 @@ class BiEncoderTrainer(Trainer):
         scale: float = 20.0,
         max_seq_length: int = 256,
         freeze_layers: int = 0,
+        mask: str = "page",
     ) -> None:
         super().__init__(name, data_dir, output, data, fit)
         self.data = settings_from(PairData, data, f"trainer {name}: data")
@@ -142,7 +159,9 @@ class BiEncoderTrainer(Trainer):
             raise ValueError(f"trainer {name}: base must be a sentence_transformers embedder, got {base.get('kind')!r}")
         if batch_size < 2:
             raise ValueError(f"trainer {name}: batch_size must be >= 2 (in-batch negatives), got {batch_size}")
-        self.base = dict(base)
+        if mask not in MASKS:
+            raise ValueError(f"trainer {name}: mask must be one of {', '.join(MASKS)}, got {mask!r}")
+        self.base, self.mask = dict(base), mask
         self.batch_size, self.learning_rate, self.warmup_ratio = batch_size, learning_rate, warmup_ratio
         self.scale, self.max_seq_length, self.freeze_layers = scale, max_seq_length, freeze_layers
 
@@ -155,6 +174,7 @@ class BiEncoderTrainer(Trainer):
             "scale": self.scale,
             "max_seq_length": self.max_seq_length,
             "freeze_layers": self.freeze_layers,
+            "mask": self.mask,
         }
 
     def prepare(self, cfg: DictConfig) -> None:
@@ -165,17 +185,33 @@ class BiEncoderTrainer(Trainer):
 
     def data_inputs(self, cfg: DictConfig) -> dict[str, str]:
         from fixgraph.pipeline.layout import Layout
+        from fixgraph.training.question_pairs import part_inputs, path_overrides
 
         layout = Layout.from_config(cfg)
         inputs = {"chunks": sha256_file(layout.chunks), "documents": sha256_file(layout.documents)}
         if "llm_question" in self.data.query_kinds and self.data.qa_pairs:
             inputs["qa_pairs"] = sha256_file(Path(self.data.qa_pairs))
+        if "dev_question" in self.data.query_kinds:
+            parts = self.question_parts(cfg)
+            inputs |= part_inputs(parts, self.data.negative_system, path_overrides(cfg))
         return inputs
+
+    def question_parts(self, cfg: DictConfig) -> list[Any]:
+        from fixgraph.training.question_pairs import question_parts
+
+        return question_parts(self.data.questions, str(cfg.corpus.name))
 
     def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
         from fixgraph.pipeline.stages import load_chunks, load_documents
+        from fixgraph.training.question_pairs import path_overrides, question_rows
 
-        rows = build_pairs(load_documents(cfg), load_chunks(cfg), self.data)
+        data = self.data
+        rows = build_pairs(load_documents(cfg), load_chunks(cfg), data) if data.corpus_kinds() else []
+        if "dev_question" in data.query_kinds:
+            parts = self.question_parts(cfg)
+            rows += question_rows(
+                parts, data.negative_system, data.negatives, data.negative_pool, data.seed, path_overrides(cfg)
+            )
         if not rows:
             raise ValueError(f"trainer {self.name}: no training pairs (is the corpus empty?)")
         counts = save_splits(
@@ -210,7 +246,9 @@ class BiEncoderTrainer(Trainer):
         model.max_seq_length = self.max_seq_length
         if self.freeze_layers:
             freeze_bottom(model, self.freeze_layers)
-        collate = PairCollator(str(self.base.get("query_prefix", "")), str(self.base.get("document_prefix", "")))
+        collate = PairCollator(
+            str(self.base.get("query_prefix", "")), str(self.base.get("document_prefix", "")), self.mask
+        )
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
         train = DataLoader(splits[TRAIN], self.batch_size, shuffle=True, collate_fn=collate, generator=generator)
         validation = DataLoader(splits[VALIDATION], self.batch_size, collate_fn=collate)

@@ -26,9 +26,19 @@ def same_page_mask(query_docs: Sequence[str], candidate_docs: Sequence[str]) -> 
     return mask
 
 
+def same_question_mask(queries: Sequence[str], n_candidates: int) -> torch.Tensor:
+    """True where a candidate is another row's positive for the same question (its other gold chunks);
+    columns past the positives (hard negatives) are never masked."""
+    mask = torch.zeros((len(queries), n_candidates), dtype=torch.bool)
+    for i, query in enumerate(queries):
+        for j, other in enumerate(queries):
+            mask[i, j] = i != j and query == other
+    return mask
+
+
 class PairCollator:
-    def __init__(self, query_prefix: str, document_prefix: str) -> None:
-        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+    def __init__(self, query_prefix: str, document_prefix: str, mask: str = "page") -> None:
+        self.query_prefix, self.document_prefix, self.mask = query_prefix, document_prefix, mask
 
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         candidates = [r["positive_text"] for r in rows] + [t for r in rows for t in r["negative_texts"]]
@@ -36,7 +46,9 @@ class PairCollator:
         return {
             "queries": [self.query_prefix + r["query"] for r in rows],
             "candidates": [self.document_prefix + t for t in candidates],
-            "mask": same_page_mask([r["doc_id"] for r in rows], docs),
+            "mask": same_page_mask([r["doc_id"] for r in rows], docs)
+            if self.mask == "page"
+            else same_question_mask([r["query"] for r in rows], len(candidates)),
         }
 
 
