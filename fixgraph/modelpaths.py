@@ -16,6 +16,11 @@ def resolve_model_path(model: str) -> Path:
     path = Path(model).expanduser()
     if path.exists():
         return path
+    if len(path.parts) > 1:  # a folder, not a package name: most often a model fixgraph trains
+        raise ModelNotFoundError(
+            f"model folder {model} does not exist; if fixgraph trains it, run `fixgraph train --trainer NAME` "
+            "with the training.trainers entry whose output it is (`make models` trains the optional ones)"
+        )
     try:
         module = importlib.import_module(model)
     except ImportError:

@@ -30,6 +30,7 @@ from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
 from fixgraph.retrieval.system import System
+from fixgraph.training.stages import train_missing
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ def rank_all(
     rankings: dict[str, dict[str, list[Hit]]] = {}
     timings: list[dict[str, Any]] = []
     for name, system_cfg in systems_of(cfg).items():
+        train_missing(cfg, name, system_cfg)
         system = open_system(cfg, name, system_cfg, chunks)
         rankings[name] = {}
         with metering() as llm_usage:

@@ -130,6 +130,39 @@ def train(cfg: DictConfig, name: str | None = None) -> StageResult:
     return result
 
 
+def _strings(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        return set().union(*map(_strings, node.values())) if node else set()
+    if isinstance(node, list):
+        return set().union(*map(_strings, node)) if node else set()
+    return {node} if isinstance(node, str) else set()
+
+
+def missing_models(cfg: DictConfig, system_cfg: DictConfig) -> list[str]:
+    """The `training.trainers` whose model folder a system config names and that have no model there yet."""
+    named = _strings(to_dict(system_cfg))
+    trainers = cfg.get("training", {}).get("trainers", {}) or {}
+    return [
+        name
+        for name, node in trainers.items()
+        if str(node.output) in named and not (Path(str(node.output)) / MANIFEST).is_file()
+    ]
+
+
+def train_missing(cfg: DictConfig, system: str, system_cfg: DictConfig) -> list[StageResult]:
+    """Train the models a system needs and nobody trained yet, as its index is built when missing: a
+    preset that names a fine-tuned model then runs after `make main` alone (slowly; `make models`
+    trains them ahead)."""
+    results = []
+    for name in missing_models(cfg, system_cfg):
+        output = trainer_config(cfg, name).output
+        log.warning(
+            "system %s needs the model of trainer %s (%s): not trained yet, training it now", system, name, output
+        )
+        results.append(train(cfg, name))
+    return results
+
+
 def _git_sha() -> str:
     from fixgraph.tracking import git_state
 

@@ -1,0 +1,134 @@
+"""Training pairs from labelled questions of other corpora (training/question_pairs.py), the same-question
+mask, the trainer and systems built on them, and training a system's missing model on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from fixgraph.config import ConfigError, compose
+from fixgraph.evaluation.parts import Part
+
+torch = pytest.importorskip("torch")
+
+
+def test_parts_on_the_corpus_being_trained_for_are_dropped() -> None:
+    from fixgraph.training.question_pairs import question_parts
+
+    labels = ["dev:gnome_help", "bridge_dev:gnome_help", "evolution_dev:evolution_help"]
+    assert question_parts(labels, "gnome_help") == [Part("evolution_dev", "evolution_help")]
+    assert [p.label for p in question_parts(labels, "evolution_help")] == ["dev:gnome_help", "bridge_dev:gnome_help"]
+    with pytest.raises(ConfigError, match=r"no part on a corpus other than 'gnome_help'.*never used"):
+        question_parts(["dev:gnome_help"], "gnome_help")
+    with pytest.raises(ConfigError, match=r"trainer data\.questions: 'dev' is not split:corpus"):
+        question_parts(["dev"], "gnome_help")
+
+
+def test_same_question_mask_hides_the_questions_other_gold_chunks_only() -> None:
+    from fixgraph.training.nets.bi_encoder import PairCollator
+
+    def row(query: str, positive: str, negative: str) -> dict[str, Any]:
+        return {"query": query, "doc_id": "p", "positive_text": positive, "negative_texts": [negative],
+                "negative_docs": ["p"]}  # fmt: skip
+
+    rows = [row("q1", "gold a", "neg x"), row("q2", "gold b", "neg y"), row("q1", "gold c", "neg z")]
+    mask = PairCollator("", "", mask="question")(rows)["mask"]
+    assert mask.tolist() == [
+        [False, False, True, False, False, False],  # q1's other gold (c) is not its negative; all else stays
+        [False, False, False, False, False, False],
+        [True, False, False, False, False, False],
+    ]
+    page = PairCollator("", "", mask="page")(rows)["mask"]  # the corpus pairs' mask: one page, all masked
+    assert page[0].tolist() == [False, True, True, True, True, True]
+
+
+@pytest.fixture
+def part_overrides(protocol_config: Callable[..., DictConfig]) -> list[str]:
+    return [o for o in protocol_config.base if not o.startswith("corpus=")]  # type: ignore[attr-defined]
+
+
+def test_rows_pair_each_gold_chunk_with_hard_negatives_from_the_ranking(part_overrides: list[str]) -> None:
+    from fixgraph.evaluation.gold import map_gold
+    from fixgraph.evaluation.splits import resolve_questions
+    from fixgraph.pipeline.stages import load_chunks, load_documents
+    from fixgraph.training.question_pairs import question_rows
+
+    part = Part("dev", "mallard_folder")
+    rows = question_rows([part], "dense", negatives=2, negative_pool=4, seed=0, overrides=part_overrides)
+    assert rows == question_rows([part], "dense", negatives=2, negative_pool=4, seed=0, overrides=part_overrides)
+
+    cfg = compose([*part_overrides, "corpus=mallard_folder", "split=dev"])
+    questions = resolve_questions(cfg, None, None).questions
+    chunks = load_chunks(cfg)
+    mapping = map_gold(questions, load_documents(cfg), chunks)
+    gold = {
+        q.question: {c for i in mapping.for_question(q.qid) if i.status == "mapped" for c in i.chunk_ids}
+        for q in questions
+    }
+    expected = sorted((q, c) for q, chunk_ids in gold.items() for c in chunk_ids)
+    assert sorted((r["query"], r["positive"]) for r in rows) == expected  # one row per gold chunk
+    assert expected and {r["query_kind"] for r in rows} == {"dev_question"}
+    texts = {c.id: c.index_text() for c in chunks}
+    for r in rows:
+        assert len(r["negatives"]) == 2 and len(set(r["negatives"])) == 2
+        assert not set(r["negatives"]) & gold[r["query"]]  # never one of the question's gold chunks
+        assert r["positive_text"] == texts[r["positive"]] and r["negative_texts"] == [texts[n] for n in r["negatives"]]
+        assert r["doc_id"].startswith("mallard_folder/")  # page ids of two corpora never meet
+
+
+def test_locked_questions_are_refused(part_overrides: list[str]) -> None:
+    from fixgraph.training.question_pairs import question_rows
+
+    with pytest.raises(Exception, match="locked"):
+        question_rows([Part("test", "mallard_folder")], "bm25", 2, 4, 0, part_overrides)
+
+
+def test_the_trainer_and_ltr_ft_read_the_model_trained_without_the_scored_corpus() -> None:
+    from fixgraph.training.stages import build_trainer
+
+    for corpus in ("gnome_help", "evolution_help"):
+        cfg = compose([f"corpus={corpus}", "+retriever@systems.ltr_ft=ltr_ft"])
+        trainer_cfg = cfg.training.trainers.bi_encoder_mpnet_questions
+        trainer = build_trainer(trainer_cfg)
+        assert trainer.mask == "question" and trainer.data.query_kinds == ["dev_question"]  # type: ignore[attr-defined]
+        assert all(p.corpus != corpus for p in trainer.question_parts(cfg))  # type: ignore[attr-defined]
+        system = cfg.systems.ltr_ft
+        models = {system.first_stage.embedder.model, system.first_stage.first_stage.embedder.model}
+        assert models == {trainer_cfg.output} and corpus in trainer_cfg.output
+    with pytest.raises(ValueError, match="mask must be one of page, question"):
+        build_trainer(OmegaConf.merge(trainer_cfg, {"mask": "corpus"}))
+
+
+def test_a_systems_missing_model_is_trained_once(
+    fixture_config: Callable[..., DictConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixgraph.training import stages
+
+    cfg = fixture_config(["+retriever@systems.ltr_ft=ltr_ft"])  # the preset holds bm25
+    output = Path(cfg.training.trainers.bi_encoder_mpnet_questions.output)
+    trained: list[str] = []
+
+    def fake_train(cfg: DictConfig, name: str | None = None) -> str:
+        trained.append(str(name))
+        output.mkdir(parents=True)
+        (output / stages.MANIFEST).write_text("{}")
+        return "built"
+
+    monkeypatch.setattr(stages, "train", fake_train)
+    assert stages.train_missing(cfg, "bm25", cfg.systems.bm25) == []
+    assert stages.train_missing(cfg, "ltr_ft", cfg.systems.ltr_ft) == ["built"]
+    assert stages.train_missing(cfg, "ltr_ft", cfg.systems.ltr_ft) == []  # its card is there now
+    assert trained == ["bi_encoder_mpnet_questions"]
+
+
+def test_a_missing_model_folder_says_how_to_train_it(tmp_path: Path) -> None:
+    from fixgraph.modelpaths import ModelNotFoundError, resolve_model_path
+
+    with pytest.raises(ModelNotFoundError, match=r"model folder .*/models/x does not exist.*fixgraph train --trainer"):
+        resolve_model_path(str(tmp_path / "models" / "x"))
+    with pytest.raises(ModelNotFoundError, match="neither a folder nor an installed model package"):
+        resolve_model_path("no_such_model_package")
