@@ -19,7 +19,7 @@ def resolve_model_path(model: str) -> Path:
     if len(path.parts) > 1:  # a folder, not a package name: most often a model fixgraph trains
         raise ModelNotFoundError(
             f"model folder {model} does not exist; if fixgraph trains it, run `fixgraph train --trainer NAME` "
-            "with the training.trainers entry whose output it is (`make models` trains the optional ones)"
+            "with the training.trainers entry whose output it is (`make models-ft`: ltr_ft's)"
         )
     try:
         module = importlib.import_module(model)

@@ -151,8 +151,8 @@ def missing_models(cfg: DictConfig, system_cfg: DictConfig) -> list[str]:
 
 def train_missing(cfg: DictConfig, system: str, system_cfg: DictConfig) -> list[StageResult]:
     """Train the models a system needs and nobody trained yet, as its index is built when missing: a
-    preset that names a fine-tuned model then runs after `make main` alone (slowly; `make models`
-    trains them ahead)."""
+    preset that names a fine-tuned model then runs after `make main` alone (slowly; `make models-ft`
+    trains ltr_ft's ahead)."""
     results = []
     for name in missing_models(cfg, system_cfg):
         output = trainer_config(cfg, name).output
