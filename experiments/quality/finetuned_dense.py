@@ -8,7 +8,9 @@ embedded with it and `own`, `line`, `page_best`, `page_rank` are computed again 
 (columns `<signal>_ft`). Candidates and the other signals stay. `compare` prints ltr held out by corpus on
 the stock signals and on the fine-tuned ones, with paired sign-flip tests. Dev rows only: fit-ltr refuses
 locked questions. About 15 min of CPU per corpus on 2 cores (docs/results/quality.md, "mpnet fine-tuned on
-the other corpus's dev questions").
+the other corpus's dev questions"). This was the measurement; the built system is `ltr_ft` (trainer
+`bi_encoder_mpnet_questions`, Lightning; first stage and link contexts on the fine-tuned model too), compared
+with ltr by `experiments/quality/ltr_ft.py`.
 
     fixgraph fit-ltr --parts dev:gnome_help,...,evolution_dev:evolution_help --hold-out none --no-track
     python experiments/quality/finetuned_dense.py signals --signals artifacts/ltr_fit/ltr_fitted/signals.parquet \\
