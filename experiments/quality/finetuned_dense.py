@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fixgraph.config import systems_of
+from fixgraph.config import compose, systems_of
 from fixgraph.evaluation.parts import parse_parts, part_config
 from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import resolve_questions
@@ -89,8 +89,11 @@ class Index:
         return np.column_stack([own[at], line[at], page_best[pages] - blocks.max(), 1.0 / rank[pages]])
 
 
-def signals(rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0) -> pd.DataFrame:
-    """The rows with `<signal>_ft` columns; epochs 0 keeps the stock model (the columns then equal the stock ones)."""
+def signals(
+    rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0, trainer: str | None = None
+) -> pd.DataFrame:
+    """The rows with `<signal>_ft` columns; epochs 0 keeps the stock model (the columns then equal the stock ones).
+    With `trainer`, each corpus's model is the one that fixgraph trainer trained for it (no training here)."""
     rows = rows.reset_index(drop=True)
     questions: dict[str, str] = {}
     indexes: dict[str, Index] = {}
@@ -106,15 +109,22 @@ def signals(rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0)
     for corpus, index in indexes.items():
         others = rows[rows["corpus"] != corpus]
         model = index.dense.embedder.model
-        if epochs > 0:
+        if trainer is not None:
+            from sentence_transformers import SentenceTransformer
+
+            folder = compose([f"corpus={corpus}"]).training.trainers[trainer].output  # trained for this corpus
+            model = SentenceTransformer(str(folder), device="cpu")
+            model.max_seq_length = index.dense.embedder.model.max_seq_length
+        elif epochs > 0:
             model = train(model, triples(others, questions, texts), workdir / f"without_{corpus}", epochs)
+        if trainer is not None or epochs > 0:
             texts_of_index, _, _ = index.dense._rows(index.chunks)
             vectors = model.encode(texts_of_index, batch_size=32, normalize_embeddings=True)
             index.dense._matrix = np.asarray(vectors, dtype=np.float32)
         for qid, group in rows[rows["corpus"] == corpus].groupby("qid"):
             vector = model.encode([questions[str(qid)]], normalize_embeddings=True)[0].astype(np.float32)
             out[group.index] = index.signals(vector, group["chunk"].tolist())
-        how = f"a model trained on {others['qid'].nunique()} other questions" if epochs > 0 else "the stock model"
+        how = f"trainer {trainer}'s model" if trainer else "a model trained here" if epochs > 0 else "the stock model"
         print(f"{corpus}: scored with {how}", flush=True)
     return rows.assign(**{f"{s}_ft": out[:, i] for i, s in enumerate(DENSE)})
 
@@ -148,11 +158,14 @@ def main() -> None:
     making.add_argument("--out", type=Path, required=True)
     making.add_argument("--workdir", type=Path, default=Path("/tmp/finetuned_dense"))
     making.add_argument("--epochs", type=float, default=1.0, help="0: the stock model (the stock columns again)")
+    making.add_argument("--trainer", help="use the models this fixgraph trainer trained per corpus (no training)")
     comparing = sub.add_parser("compare")
     comparing.add_argument("--signals", type=Path, required=True, help="the rows `signals` wrote")
     args = parser.parse_args()
     if args.command == "signals":
-        signals(pd.read_parquet(args.signals), args.system, args.workdir, args.epochs).to_parquet(args.out)
+        signals(pd.read_parquet(args.signals), args.system, args.workdir, args.epochs, args.trainer).to_parquet(
+            args.out
+        )
     else:
         compare(pd.read_parquet(args.signals))
 
