@@ -30,7 +30,7 @@ from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents, open_system
 from fixgraph.retrieval.base import Hit
 from fixgraph.retrieval.system import System
-from fixgraph.training.stages import train_missing
+from fixgraph.training.stages import require_models
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def rank_all(
     depth = int(cfg.evaluation.depth)
     rankings: dict[str, dict[str, list[Hit]]] = {}
     timings: list[dict[str, Any]] = []
+    require_models(cfg, systems_of(cfg))  # before any system ranks: nothing done is lost
     for name, system_cfg in systems_of(cfg).items():
-        train_missing(cfg, name, system_cfg)
         system = open_system(cfg, name, system_cfg, chunks)
         rankings[name] = {}
         with metering() as llm_usage:

@@ -30,7 +30,7 @@ from fixgraph.io import stable_hash
 from fixgraph.pipeline.candidates import CacheStats, CandidateStore, Replayer, replay_rankings
 from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
 from fixgraph.retrieval.base import Hit
-from fixgraph.training.stages import train_missing
+from fixgraph.training.stages import require_models
 
 log = logging.getLogger(__name__)
 BATCHES = 4  # a trial reports its running objective after each quarter of the questions (pruning)
@@ -134,7 +134,7 @@ class TrialRunner:
         frames: list[pd.DataFrame] = []
         stats = CacheStats()
         ranked: dict[str, list[Hit]] = {}
-        train_missing(cfg, name, system_cfg)  # a fine-tuned model the trial's system names (once)
+        require_models(cfg, {name: system_cfg})  # a fine-tuned model the trial's system names
         system = corpus.replayer.system(system_cfg)
         for step, batch in enumerate(np.array_split(np.arange(len(self.questions)), BATCHES)):
             questions = [self.questions[i] for i in batch]

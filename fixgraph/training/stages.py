@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,18 +150,17 @@ def missing_models(cfg: DictConfig, system_cfg: DictConfig) -> list[str]:
     ]
 
 
-def train_missing(cfg: DictConfig, system: str, system_cfg: DictConfig) -> list[StageResult]:
-    """Train the models a system needs and nobody trained yet, as its index is built when missing: a
-    preset that names a fine-tuned model then runs after `make main` alone (slowly; `make models-ft`
-    trains ltr_ft's ahead)."""
-    results = []
-    for name in missing_models(cfg, system_cfg):
-        output = trainer_config(cfg, name).output
-        log.warning(
-            "system %s needs the model of trainer %s (%s): not trained yet, training it now", system, name, output
+def require_models(cfg: DictConfig, systems: Mapping[str, DictConfig]) -> None:
+    """Refuse, before any ranking, systems whose fine-tuned model is not trained yet, naming the command
+    that trains it (not trained on the spot: some trainers need hours of the local LLM first)."""
+    missing = [(system, name) for system, node in systems.items() for name in missing_models(cfg, node)]
+    if missing:
+        needs = "; ".join(
+            f"system {system} needs trainer {name}'s model ({trainer_config(cfg, name).output}): "
+            f"run `fixgraph train --trainer {name} corpus={cfg.corpus.name}`"
+            for system, name in missing
         )
-        results.append(train(cfg, name))
-    return results
+        raise ConfigError(f"{needs} (`make models-ft` trains ltr_ft's for both corpora)")
 
 
 def _git_sha() -> str:

@@ -103,26 +103,20 @@ def test_the_trainer_and_ltr_ft_read_the_model_trained_without_the_scored_corpus
         build_trainer(OmegaConf.merge(trainer_cfg, {"mask": "corpus"}))
 
 
-def test_a_systems_missing_model_is_trained_once(
-    fixture_config: Callable[..., DictConfig], monkeypatch: pytest.MonkeyPatch
+def test_a_system_whose_model_is_not_trained_is_refused_naming_the_command(
+    fixture_config: Callable[..., DictConfig],
 ) -> None:
-    from fixgraph.training import stages
+    from fixgraph.training.stages import MANIFEST, require_models
 
-    cfg = fixture_config(["+retriever@systems.ltr_ft=ltr_ft"])  # the preset holds bm25
+    cfg = fixture_config(["+retriever@systems.ltr_ft=ltr_ft"])  # the preset holds bm25 too
+    require_models(cfg, {"bm25": cfg.systems.bm25})  # names no trained model
+    with pytest.raises(ConfigError, match=r"system ltr_ft needs trainer bi_encoder_mpnet_questions's model .*"
+                       r"run `fixgraph train --trainer bi_encoder_mpnet_questions corpus=mallard_folder`"):  # fmt: skip
+        require_models(cfg, cfg.systems)
     output = Path(cfg.training.trainers.bi_encoder_mpnet_questions.output)
-    trained: list[str] = []
-
-    def fake_train(cfg: DictConfig, name: str | None = None) -> str:
-        trained.append(str(name))
-        output.mkdir(parents=True)
-        (output / stages.MANIFEST).write_text("{}")
-        return "built"
-
-    monkeypatch.setattr(stages, "train", fake_train)
-    assert stages.train_missing(cfg, "bm25", cfg.systems.bm25) == []
-    assert stages.train_missing(cfg, "ltr_ft", cfg.systems.ltr_ft) == ["built"]
-    assert stages.train_missing(cfg, "ltr_ft", cfg.systems.ltr_ft) == []  # its card is there now
-    assert trained == ["bi_encoder_mpnet_questions"]
+    output.mkdir(parents=True)
+    (output / MANIFEST).write_text("{}")
+    require_models(cfg, cfg.systems)  # trained now: nothing to refuse
 
 
 def test_a_missing_model_folder_says_how_to_train_it(tmp_path: Path) -> None:
