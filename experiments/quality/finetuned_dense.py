@@ -16,6 +16,10 @@ with ltr by `experiments/quality/ltr_ft.py`.
     python experiments/quality/finetuned_dense.py signals --signals artifacts/ltr_fit/ltr_fitted/signals.parquet \\
         --out /tmp/ft.parquet
     python experiments/quality/finetuned_dense.py compare --signals /tmp/ft.parquet
+
+`signals --fold-parts P1,P2` asks what a model trained on a corpus's *own* dev questions gives its unseen
+questions: the parts fall in two folds, each scored by one model trained on the other fold's questions of both
+corpora, and `compare` holds the ltr weights out by fold too.
 """
 
 from __future__ import annotations
@@ -90,10 +94,19 @@ class Index:
 
 
 def signals(
-    rows: pd.DataFrame, system: str, workdir: Path, epochs: float = 1.0, trainer: str | None = None
+    rows: pd.DataFrame,
+    system: str,
+    workdir: Path,
+    epochs: float = 1.0,
+    trainer: str | None = None,
+    fold_parts: set[str] | None = None,
 ) -> pd.DataFrame:
     """The rows with `<signal>_ft` columns; epochs 0 keeps the stock model (the columns then equal the stock ones).
-    With `trainer`, each corpus's model is the one that fixgraph trainer trained for it (no training here)."""
+    With `trainer`, each corpus's model is the one that fixgraph trainer trained for it (no training here).
+    By default each corpus is scored by a model trained on the other corpus's questions; with `fold_parts`, the
+    rows fall in two folds (those parts, and the rest) and each fold is scored by one model trained on the other
+    fold's questions of both corpora: what a model trained on a corpus's own dev questions gives questions of the
+    same corpus it has not seen (a `fold` column says which fold each row is in)."""
     rows = rows.reset_index(drop=True)
     questions: dict[str, str] = {}
     indexes: dict[str, Index] = {}
@@ -105,38 +118,47 @@ def signals(
             dense = open_system(cfg, system, systems_of(cfg)[system], chunks).first_stage.dense
             indexes[part.corpus] = Index(dense, chunks)
     texts = {c.id: c.index_text() for index in indexes.values() for c in index.chunks}
+    stock = {corpus: index.dense.embedder.model for corpus, index in indexes.items()}
+    fold = rows["corpus"] if fold_parts is None else rows["part"].isin(fold_parts).map({True: "b", False: "a"})
     out = np.zeros((len(rows), len(DENSE)))
-    for corpus, index in indexes.items():
-        others = rows[rows["corpus"] != corpus]
-        model = index.dense.embedder.model
-        if trainer is not None:
-            from sentence_transformers import SentenceTransformer
+    for held in sorted(fold.unique()):
+        scored = rows[fold == held]
+        model = None
+        if trainer is None and epochs > 0:
+            data = triples(rows[fold != held], questions, texts)
+            model = train(stock[scored["corpus"].iloc[0]], data, workdir / f"without_{held}", epochs)
+        for corpus, index in indexes.items():
+            if not scored["corpus"].eq(corpus).any():
+                continue
+            if trainer is not None:
+                from sentence_transformers import SentenceTransformer
 
-            folder = compose([f"corpus={corpus}"]).training.trainers[trainer].output  # trained for this corpus
-            model = SentenceTransformer(str(folder), device="cpu")
-            model.max_seq_length = index.dense.embedder.model.max_seq_length
-        elif epochs > 0:
-            model = train(model, triples(others, questions, texts), workdir / f"without_{corpus}", epochs)
-        if trainer is not None or epochs > 0:
-            texts_of_index, _, _ = index.dense._rows(index.chunks)
-            vectors = model.encode(texts_of_index, batch_size=32, normalize_embeddings=True)
-            index.dense._matrix = np.asarray(vectors, dtype=np.float32)
-        for qid, group in rows[rows["corpus"] == corpus].groupby("qid"):
-            vector = model.encode([questions[str(qid)]], normalize_embeddings=True)[0].astype(np.float32)
-            out[group.index] = index.signals(vector, group["chunk"].tolist())
-        how = f"trainer {trainer}'s model" if trainer else "a model trained here" if epochs > 0 else "the stock model"
-        print(f"{corpus}: scored with {how}", flush=True)
-    return rows.assign(**{f"{s}_ft": out[:, i] for i, s in enumerate(DENSE)})
+                folder = compose([f"corpus={corpus}"]).training.trainers[trainer].output  # trained for this corpus
+                model = SentenceTransformer(str(folder), device="cpu")
+                model.max_seq_length = stock[corpus].max_seq_length
+            if model is not None:
+                texts_of_index, _, _ = index.dense._rows(index.chunks)
+                vectors = model.encode(texts_of_index, batch_size=32, normalize_embeddings=True)
+                index.dense._matrix = np.asarray(vectors, dtype=np.float32)
+            encoder = model if model is not None else stock[corpus]
+            for qid, group in scored[scored["corpus"] == corpus].groupby("qid"):
+                vector = encoder.encode([questions[str(qid)]], normalize_embeddings=True)[0].astype(np.float32)
+                out[group.index] = index.signals(vector, group["chunk"].tolist())
+            how = f"trainer {trainer}'s model" if trainer else "a model trained here" if model else "the stock model"
+            print(f"{corpus}, held out {held}: scored with {how}", flush=True)
+    return rows.assign(fold=fold, **{f"{s}_ft": out[:, i] for i, s in enumerate(DENSE)})
 
 
 def compare(rows: pd.DataFrame) -> None:
+    """ltr held out as the rows were scored (by corpus, or by `signals --fold-parts` fold), stock vs fine-tuned."""
+    key = "fold" if "fold" in rows and not rows["fold"].equals(rows["corpus"]) else "corpus"
     tuned = [f"{s}_ft" if s in DENSE else s for s in SIGNALS]
-    stock = held_out(rows, "corpus", SIGNALS)
-    fitted = held_out(rows, "corpus", tuned)
-    strict = []  # weights fitted on the other corpus's stock signals: nothing that saw this corpus's questions
-    for corpus in rows["corpus"].unique():
-        test = rows[rows["corpus"] == corpus]
-        weights = fit_weights(rows[rows["corpus"] != corpus], SIGNALS)
+    stock = held_out(rows, key, SIGNALS)
+    fitted = held_out(rows, key, tuned)
+    strict = []  # weights fitted on the other group's stock signals: nothing that saw this group's questions
+    for held in rows[key].unique():
+        test = rows[rows[key] == held]
+        weights = fit_weights(rows[rows[key] != held], SIGNALS)
         strict.append(recall_at(test.assign(strict=test[tuned].to_numpy() @ weights), "strict"))
     bridge = stock["qtype"].eq("bridge")
     for name, recall in (("fine-tuned signals", fitted["fitted"]), ("stock weights on them", pd.concat(strict))):
@@ -159,13 +181,17 @@ def main() -> None:
     making.add_argument("--workdir", type=Path, default=Path("/tmp/finetuned_dense"))
     making.add_argument("--epochs", type=float, default=1.0, help="0: the stock model (the stock columns again)")
     making.add_argument("--trainer", help="use the models this fixgraph trainer trained per corpus (no training)")
+    making.add_argument(
+        "--fold-parts",
+        help="comma-separated parts of one fold: hold out by fold (both corpora train) instead of corpus",
+    )
     comparing = sub.add_parser("compare")
     comparing.add_argument("--signals", type=Path, required=True, help="the rows `signals` wrote")
     args = parser.parse_args()
     if args.command == "signals":
-        signals(pd.read_parquet(args.signals), args.system, args.workdir, args.epochs, args.trainer).to_parquet(
-            args.out
-        )
+        folds = set(args.fold_parts.split(",")) if args.fold_parts else None
+        rows = signals(pd.read_parquet(args.signals), args.system, args.workdir, args.epochs, args.trainer, folds)
+        rows.to_parquet(args.out)
     else:
         compare(pd.read_parquet(args.signals))
 
