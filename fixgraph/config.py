@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -137,6 +137,18 @@ def to_dict(cfg: Any) -> dict[str, Any]:
         assert isinstance(container, dict)
         return {str(k): v for k, v in container.items()}
     return dict(cfg)
+
+
+def config_strings(node: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
+    """(key, value) of every string at any depth of a plain config tree; list items carry no key."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from config_strings(value, str(name))
+    elif isinstance(node, list):
+        for value in node:
+            yield from config_strings(value)
+    elif isinstance(node, str):
+        yield key, node
 
 
 def build(registry: Registry[T], cfg: Any, **extra: Any) -> T:

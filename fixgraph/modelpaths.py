@@ -6,6 +6,8 @@ import importlib
 import importlib.metadata
 from pathlib import Path
 
+MODEL_CARD = "fixgraph_model.json"  # in every model folder fixgraph trained: config, data and weights' sha256
+
 
 class ModelNotFoundError(FileNotFoundError):
     pass
@@ -37,7 +39,7 @@ def resolve_model_path(model: str) -> Path:
 def model_identity(model: str) -> str:
     """A string that changes whenever the weights could: package name and version, or the folder."""
     path = Path(model).expanduser()
-    card = path / "fixgraph_model.json"
+    card = path / MODEL_CARD
     if card.exists():
         # a model fixgraph trained: its card holds the weights' sha256 (a retrained model keeps its size)
         import json

@@ -62,12 +62,12 @@ def signal_rows(parts: Sequence[tuple[Part, DictConfig]], system: str) -> pd.Dat
         seen |= dict.fromkeys((q.qid for q in questions), part.label)
         chunk(cfg)
         chunks = load_chunks(cfg)
-        mapping = map_gold(questions, load_documents(cfg), chunks)
+        qrels = map_gold(questions, load_documents(cfg), chunks).qrels()
         tokens = {c.id: c.n_tokens for c in chunks}
         ranker: Any = open_system(cfg, system, node, chunks).first_stage  # a LearnedRankRetriever (kind ltr)
         before = len(rows)
         for q in questions:
-            gold = {c for item in mapping.for_question(q.qid) if item.status == "mapped" for c in item.chunk_ids}
+            gold = set(qrels.get(q.qid, {}))
             if not gold:
                 continue  # unanswerable, or its gold not found in this corpus version: nothing to rank
             hits, matrix = ranker.signals(q.question)

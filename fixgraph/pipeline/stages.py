@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fixgraph.config import ConfigError, build, to_dict
+from fixgraph.config import ConfigError, build, config_strings, to_dict
 from fixgraph.corpus.chunking import CHUNKERS
 from fixgraph.corpus.dedup import DedupConfig, deduplicate
 from fixgraph.corpus.incremental import ChunkCache, chunk_incrementally
@@ -32,6 +32,7 @@ from fixgraph.corpus.sources import CorpusSource, EmptyCorpusError, MissingCorpu
 from fixgraph.corpus.store import read_chunks, read_documents, write_chunks, write_documents
 from fixgraph.embedders.encoders import counting_embeddings
 from fixgraph.io import RUN_DIR, atomic_dir, read_json, sha256_file, stable_hash, tree_hash, write_json
+from fixgraph.modelpaths import MODEL_CARD
 from fixgraph.pipeline.layout import Layout
 from fixgraph.retrieval.system import System, build_system
 
@@ -239,17 +240,8 @@ INDEX_INPUT_KEYS = ("expansion",)
 
 def index_inputs(node: Any) -> dict[str, str]:
     """path -> sha256 of every index input file a system config names, at any depth (missing: "")."""
-    found: dict[str, str] = {}
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in INDEX_INPUT_KEYS and isinstance(value, str) and value:
-                found[value] = sha256_file(Path(value)) if Path(value).exists() else ""
-            else:
-                found.update(index_inputs(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.update(index_inputs(value))
-    return found
+    named = {value for key, value in config_strings(node) if key in INDEX_INPUT_KEYS and value}
+    return {path: sha256_file(Path(path)) if Path(path).exists() else "" for path in named}
 
 
 def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
@@ -271,16 +263,8 @@ def index_key(cfg: DictConfig, system_cfg: DictConfig) -> str:
 def trained_models(node: Any) -> dict[str, str]:
     """Folder -> card of every model fixgraph trained that a config names: a retrained model keeps its
     path, so an index built on its vectors must be keyed by its weights too."""
-    found: dict[str, str] = {}
-    if isinstance(node, dict):
-        for value in node.values():
-            found.update(trained_models(value))
-    elif isinstance(node, list):
-        for value in node:
-            found.update(trained_models(value))
-    elif isinstance(node, str) and node and (Path(node) / "fixgraph_model.json").is_file():
-        found[node] = sha256_file(Path(node) / "fixgraph_model.json")
-    return found
+    folders = {value for _, value in config_strings(node) if value and (Path(value) / MODEL_CARD).is_file()}
+    return {folder: sha256_file(Path(folder) / MODEL_CARD) for folder in folders}
 
 
 def index(

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from fixgraph.io import read_json, stable_hash
-from fixgraph.modelpaths import ModelNotFoundError
+from fixgraph.modelpaths import MODEL_CARD, ModelNotFoundError
 from fixgraph.retrieval.rerank import RERANKERS, ScorerReranker
 
-MANIFEST = "fixgraph_model.json"
+MANIFEST = MODEL_CARD
 BACKENDS = ("torch", "onnx")
 
 

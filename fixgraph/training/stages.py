@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fixgraph.config import ConfigError, build, to_dict
+from fixgraph.config import ConfigError, build, config_strings, to_dict
 from fixgraph.io import read_json, sha256_file, stable_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import StageResult, chunk, load_chunks, run_stage
@@ -131,17 +131,9 @@ def train(cfg: DictConfig, name: str | None = None) -> StageResult:
     return result
 
 
-def _strings(node: Any) -> set[str]:
-    if isinstance(node, dict):
-        return set().union(*map(_strings, node.values())) if node else set()
-    if isinstance(node, list):
-        return set().union(*map(_strings, node)) if node else set()
-    return {node} if isinstance(node, str) else set()
-
-
 def missing_models(cfg: DictConfig, system_cfg: DictConfig) -> list[str]:
     """The `training.trainers` whose model folder a system config names and that have no model there yet."""
-    named = _strings(to_dict(system_cfg))
+    named = {value for _, value in config_strings(to_dict(system_cfg))}
     trainers = cfg.get("training", {}).get("trainers", {}) or {}
     return [
         name

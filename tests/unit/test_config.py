@@ -25,6 +25,8 @@ from fixgraph.experiment.sweep_spec import build_sweep
 from fixgraph.kg.extract import build_extractor
 from fixgraph.kg.ontology import build_ontology
 from fixgraph.llm.base import build_llm
+from fixgraph.modelpaths import MODEL_CARD
+from fixgraph.pipeline.stages import trained_models
 from fixgraph.registry import UnknownOptionError
 from fixgraph.retrieval.base import build_retriever
 from fixgraph.retrieval.rerank import build_reranker
@@ -177,3 +179,16 @@ def test_verifier_model_option_composes_and_instantiates() -> None:
     verifier, enabled = build_verifier(to_dict(cfg.answer.verify), answering_llm=None)
     assert enabled and verifier.own_model and verifier.llm.name == "fake"
     assert compose([]).answer.verify.llm is None  # default: the answering model verifies
+
+
+def test_trained_models_finds_every_trained_folder_a_system_names_at_any_depth(tmp_path: Path) -> None:
+    trained, stock = tmp_path / "trained", tmp_path / "stock"
+    trained.mkdir()
+    stock.mkdir()  # a folder without a card: not a model fixgraph trained
+    (trained / MODEL_CARD).write_text('{"weights_sha256": {"model.safetensors": "a"}}')
+    system = {"kind": "ltr", "first_stage": {"channels": [{"embedder": {"model": str(trained)}}, str(stock)]}}
+    before = trained_models(system)
+    assert list(before) == [str(trained)] and len(before[str(trained)]) == 64
+    (trained / MODEL_CARD).write_text('{"weights_sha256": {"model.safetensors": "b"}}')  # retrained, same path
+    assert trained_models(system) != before
+    assert trained_models({"kind": "bm25", "k1": 1.2}) == {}
