@@ -52,7 +52,8 @@ class PairData:
     validation_fraction: float = 0.1
     seed: int = 0
     bm25: Mapping[str, Any] = field(default_factory=lambda: {"name": "bm25", "k1": 0.9, "b": 0.4})
-    questions: Sequence[str] = ()  # dev_question: `split:corpus` parts (those on the trained corpus are dropped)
+    questions: Sequence[str] = ()  # dev_question: `split:corpus` parts
+    hold_out_corpus: bool = True  # dev_question: drop the parts on the corpus trained for (honest dev figures)
     negative_system: str = "link_expansion_blocks"  # dev_question: whose top chunks are the hard negatives
 
     def corpus_kinds(self) -> list[str]:
@@ -199,7 +200,7 @@ class BiEncoderTrainer(Trainer):
     def question_parts(self, cfg: DictConfig) -> list[Any]:
         from fixgraph.training.question_pairs import question_parts
 
-        return question_parts(self.data.questions, str(cfg.corpus.name))
+        return question_parts(self.data.questions, str(cfg.corpus.name), self.data.hold_out_corpus)
 
     def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
         from fixgraph.pipeline.stages import load_chunks, load_documents

@@ -1,11 +1,13 @@
-"""Pairs from labelled questions of OTHER corpora: the `dev_question` query kind of the bi-encoder trainer.
+"""Pairs from labelled dev questions: the `dev_question` query kind of the bi-encoder trainer.
 
 Each question of a part (`split:corpus`, as `fixgraph fit-ltr` takes them) gives one row per gold chunk:
 the question, that chunk, and `negatives` hard negatives drawn from the first `negative_pool` non-gold
-chunks that `negative_system` ranks for it. Parts on the corpus the model is trained for are dropped: the
-model a corpus is scored with never saw that corpus's questions (held out by corpus, as ltr's figures
-are), so its dev figures stay honest and a new corpus is served by a model trained on the others'.
-Locked questions are refused by `resolve_questions`.
+chunks that `negative_system` ranks for it. By default parts on the corpus the model is trained for are
+dropped: the model a corpus is scored with never saw that corpus's questions (held out by corpus, as
+ltr's figures are), so its dev figures stay honest and a new corpus is served by a model trained on the
+others'. With `hold_out_corpus: false` every part is kept: a model for the corpora's unseen questions,
+whose dev figures are then in-sample (its held-out estimate comes from folds of the parts). Locked
+questions are refused by `resolve_questions`.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ from fixgraph.evaluation.parts import Part, parse_parts, part_config
 SEARCH_DEPTH = 30  # negatives come from the top of the ranking: where recall@8 is won or lost
 
 
-def question_parts(labels: Sequence[str], corpus: str) -> list[Part]:
-    """The configured parts minus those on `corpus`; an error when none is left."""
+def question_parts(labels: Sequence[str], corpus: str, hold_out_corpus: bool = True) -> list[Part]:
+    """The configured parts, minus those on `corpus` when held out by corpus; an error when none is left."""
     parts = parse_parts(",".join(labels), "trainer data.questions") if labels else []
-    kept = [p for p in parts if p.corpus != corpus]
-    if not kept:
+    kept = [p for p in parts if p.corpus != corpus or not hold_out_corpus]
+    if not kept and hold_out_corpus:
         raise ConfigError(
             f"trainer data.questions: no part on a corpus other than {corpus!r} ({', '.join(labels) or 'none'}); "
-            "questions of the corpus a model is trained for are never used"
+            "with data.hold_out_corpus true, questions of the corpus a model is trained for are not used"
         )
+    if not kept:
+        raise ConfigError("trainer data.questions: no part given (`split:corpus` labels)")
     return kept
 
 
@@ -77,12 +81,10 @@ def question_rows(
         chunk(cfg)
         chunks = load_chunks(cfg)
         by_id = {c.id: c for c in chunks}
-        mapping = map_gold(questions, load_documents(cfg), chunks)
+        qrels = map_gold(questions, load_documents(cfg), chunks).qrels()
         ranker = open_system(cfg, negative_system, systems_of(cfg)[negative_system], chunks)
         for q in sorted(questions, key=lambda q: q.qid):
-            gold = sorted(
-                {c for item in mapping.for_question(q.qid) if item.status == "mapped" for c in item.chunk_ids}
-            )
+            gold = sorted(qrels.get(q.qid, {}))
             if not gold:
                 continue  # unanswerable, or its gold not in this corpus version
             ranked = [h.chunk_id for h in ranker.search(q.question, SEARCH_DEPTH)]

@@ -22,8 +22,12 @@ def test_parts_on_the_corpus_being_trained_for_are_dropped() -> None:
     labels = ["dev:gnome_help", "bridge_dev:gnome_help", "evolution_dev:evolution_help"]
     assert question_parts(labels, "gnome_help") == [Part("evolution_dev", "evolution_help")]
     assert [p.label for p in question_parts(labels, "evolution_help")] == ["dev:gnome_help", "bridge_dev:gnome_help"]
-    with pytest.raises(ConfigError, match=r"no part on a corpus other than 'gnome_help'.*never used"):
+    with pytest.raises(ConfigError, match=r"no part on a corpus other than 'gnome_help'.*hold_out_corpus true"):
         question_parts(["dev:gnome_help"], "gnome_help")
+    # the model for unseen questions keeps every part, the trained corpus's too
+    assert [p.label for p in question_parts(labels, "gnome_help", hold_out_corpus=False)] == labels
+    with pytest.raises(ConfigError, match=r"no part given"):
+        question_parts([], "gnome_help", hold_out_corpus=False)
     with pytest.raises(ConfigError, match=r"trainer data\.questions: 'dev' is not split:corpus"):
         question_parts(["dev"], "gnome_help")
 
@@ -101,6 +105,22 @@ def test_the_trainer_and_ltr_ft_read_the_model_trained_without_the_scored_corpus
         assert models == {trainer_cfg.output} and corpus in trainer_cfg.output
     with pytest.raises(ValueError, match="mask must be one of page, question"):
         build_trainer(OmegaConf.merge(trainer_cfg, {"mask": "corpus"}))
+
+
+def test_ltr_dev_reads_one_model_trained_on_every_corpus_questions_whatever_the_corpus() -> None:
+    from fixgraph.training.stages import build_trainer
+
+    outputs = set()
+    for corpus in ("gnome_help", "evolution_help"):
+        cfg = compose([f"corpus={corpus}", "experiment=leaderboard"])
+        trainer_cfg = cfg.training.trainers.bi_encoder_mpnet_dev
+        trainer = build_trainer(trainer_cfg)
+        assert {p.corpus for p in trainer.question_parts(cfg)} == {"gnome_help", "evolution_help"}  # type: ignore[attr-defined]
+        system = cfg.systems.ltr_dev
+        models = {system.first_stage.embedder.model, system.first_stage.first_stage.embedder.model}
+        assert models == {trainer_cfg.output} and corpus not in trainer_cfg.output
+        outputs.add(trainer_cfg.output)
+    assert len(outputs) == 1
 
 
 def test_a_system_whose_model_is_not_trained_is_refused_naming_the_command(
