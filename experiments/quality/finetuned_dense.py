@@ -35,9 +35,8 @@ import pandas as pd
 
 from fixgraph.config import compose, systems_of
 from fixgraph.evaluation.parts import parse_parts, part_config
-from fixgraph.evaluation.significance import paired_permutation_tests
 from fixgraph.evaluation.splits import resolve_questions
-from fixgraph.experiment.ltr_fit import fit_weights, held_out, recall_at
+from fixgraph.experiment.ltr_fit import fit_weights, held_out, recall_at, summary
 from fixgraph.pipeline.stages import load_chunks, open_system
 from fixgraph.retrieval.ltr import SIGNALS, page_scores
 
@@ -151,7 +150,7 @@ def signals(
 
 def compare(rows: pd.DataFrame) -> None:
     """ltr held out as the rows were scored (by corpus, or by `signals --fold-parts` fold), stock vs fine-tuned."""
-    key = "fold" if "fold" in rows and not rows["fold"].equals(rows["corpus"]) else "corpus"
+    key = "fold" if "fold" in rows else "corpus"  # rows of `signals` hold "fold" (the corpus when by corpus)
     tuned = [f"{s}_ft" if s in DENSE else s for s in SIGNALS]
     stock = held_out(rows, key, SIGNALS)
     fitted = held_out(rows, key, tuned)
@@ -160,15 +159,9 @@ def compare(rows: pd.DataFrame) -> None:
         test = rows[rows[key] == held]
         weights = fit_weights(rows[rows[key] != held], SIGNALS)
         strict.append(recall_at(test.assign(strict=test[tuned].to_numpy() @ weights), "strict"))
-    bridge = stock["qtype"].eq("bridge")
+    ltr = stock.rename(columns={"fitted": "ltr"})
     for name, recall in (("fine-tuned signals", fitted["fitted"]), ("stock weights on them", pd.concat(strict))):
-        for subset, mask in (("bridge", bridge), ("other", ~bridge), ("pooled", bridge | ~bridge)):
-            diff = (recall - stock["fitted"])[mask]
-            p = paired_permutation_tests(diff.to_numpy())[0].p_value if diff.any() else 1.0
-            print(
-                f"{name:22s} {subset:7s} recall@8 {recall[mask].mean():.3f} vs ltr {stock['fitted'][mask].mean():.3f}"
-                f"  up {(diff > 0).sum()} down {(diff < 0).sum()} p {p:.3f}"
-            )
+        print(f"\n{name} (held out by {key}) vs ltr\n{summary(ltr.assign(tuned=recall), 'ltr', 'tuned').round(3)}")
 
 
 def main() -> None:

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from fixgraph.config import compose
-from fixgraph.evaluation.significance import paired_permutation_tests
-from fixgraph.experiment.ltr_fit import held_out, recall_at
+from fixgraph.experiment.ltr_fit import held_out, recall_at, summary
 from fixgraph.retrieval.ltr import SIGNALS
 
 
@@ -37,19 +36,8 @@ def shipped(rows: pd.DataFrame, system: str) -> pd.Series:
     return recall_at(rows.assign(score=rows[list(SIGNALS)].to_numpy() @ weights), "score")
 
 
-def table(stock: pd.DataFrame, tuned: pd.DataFrame, label: str) -> None:
-    bridge = stock["qtype"].eq("bridge")
-    subsets = {p: stock["part"].eq(p) for p in stock["part"].unique()}
-    subsets |= {"bridge questions": bridge, "other questions": ~bridge, "pooled": bridge | ~bridge}
-    print(f"\n{label}\n| subset | n | ltr | ltr_ft | up | down | p |\n|---|---|---|---|---|---|---|")
-    for name, mask in subsets.items():
-        a, b = stock["recall"][mask], tuned["recall"][mask]
-        diff = (b - a).to_numpy()
-        p = paired_permutation_tests(diff)[0].p_value if diff.any() else 1.0
-        print(
-            f"| {name} | {mask.sum()} | {a.mean():.3f} | {b.mean():.3f} | {(diff > 0).sum()} | {(diff < 0).sum()}"
-            f" | {p:.3f} |"
-        )
+def table(info: pd.DataFrame, stock: pd.Series, tuned: pd.Series, label: str) -> None:
+    print(f"\n{label}\n{summary(info.assign(ltr=stock, ltr_ft=tuned), 'ltr', 'ltr_ft').round(3)}")
 
 
 def main() -> None:
@@ -66,13 +54,9 @@ def main() -> None:
         "first stages (link_expansion_blocks / link_expansion_ft_blocks):",
         {s: round(v.mean(), 3) for s, v in first.items()},
     )
-    table(
-        info.assign(recall=shipped(rows["ltr"], "ltr")),
-        info.assign(recall=shipped(rows["ltr_ft"], "ltr_ft")),
-        "shipped weights",
-    )
+    table(info, shipped(rows["ltr"], "ltr"), shipped(rows["ltr_ft"], "ltr_ft"), "shipped weights")
     held = {s: held_out(r, "corpus")["fitted"] for s, r in rows.items()}
-    table(info.assign(recall=held["ltr"]), info.assign(recall=held["ltr_ft"]), "held out by corpus (refitted)")
+    table(info, held["ltr"], held["ltr_ft"], "held out by corpus (refitted)")
 
 
 if __name__ == "__main__":

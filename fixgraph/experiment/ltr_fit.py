@@ -150,8 +150,9 @@ def held_out(
     return pd.concat(results).join(rows.groupby("qid")[["part", "qtype"]].first())
 
 
-def summary(per_question: pd.DataFrame) -> pd.DataFrame:
-    """Mean recall@8 per part, over bridge and other questions, and pooled, with ups, downs and a sign-flip p."""
+def summary(per_question: pd.DataFrame, baseline: str = "first_stage", system: str = "fitted") -> pd.DataFrame:
+    """Mean recall@8 of two per-question columns per part, over bridge and other questions, and pooled, with
+    the questions `system` gains and loses against `baseline` and a sign-flip p."""
     from fixgraph.evaluation.significance import paired_permutation_tests
 
     bridge = per_question["qtype"].eq("bridge")
@@ -162,11 +163,11 @@ def summary(per_question: pd.DataFrame) -> pd.DataFrame:
         part = per_question[mask]
         if part.empty:
             continue
-        diff = (part["fitted"] - part["first_stage"]).to_numpy()
+        diff = (part[system] - part[baseline]).to_numpy()
         p = paired_permutation_tests(diff)[0].p_value if len(diff) > 1 and diff.any() else 1.0
         out.append(
-            {"subset": label, "n": len(part), "first_stage": part["first_stage"].mean(),
-             "fitted": part["fitted"].mean(), "up": int((diff > 0).sum()), "down": int((diff < 0).sum()), "p": p}
+            {"subset": label, "n": len(part), baseline: part[baseline].mean(),
+             system: part[system].mean(), "up": int((diff > 0).sum()), "down": int((diff < 0).sum()), "p": p}
         )  # fmt: skip
     return pd.DataFrame(out).set_index("subset")
 
