@@ -1,0 +1,129 @@
+"""ltr_dev's built recipe held out by fold of the dev parts: what `make models` trains, on questions it never saw.
+
+The seven dev parts fall in two folds (b: the GNOME dev split and evolution_bridge_all; a: the other five). For
+each fold, `fixgraph train --trainer bi_encoder_mpnet_dev` trains the shipped recipe (Lightning, two epochs,
+both corpora) on that fold's parts only, and the other fold's parts are scored with the leaderboard's
+fine-tuned systems pointed at that model:
+
+    F=training.trainers.bi_encoder_mpnet_dev
+    fixgraph train --trainer bi_encoder_mpnet_dev "$F.data.questions=[bridge_dev:gnome_help,...]" \\
+        $F.output=/tmp/fold/model_a $F.data_dir=/tmp/fold/data_a          # fold a's five parts (and b's two)
+    M=/tmp/fold/model_a; OV=(experiment=leaderboard experiment.baseline=dense_mpnet_blocks
+        systems.dense_dev_blocks.embedder.model=$M systems.link_expansion_dev_blocks.embedder.model=$M
+        systems.link_expansion_dev_blocks.first_stage.embedder.model=$M
+        systems.ltr_dev.first_stage.embedder.model=$M systems.ltr_dev.first_stage.first_stage.embedder.model=$M)
+    fixgraph evaluate --no-track --name fold-a-dev corpus=gnome_help split=dev "${OV[@]}"   # each part of fold b
+    fixgraph fit-ltr --system ltr_dev --parts dev:gnome_help,evolution_bridge_all:evolution_help \\
+        --hold-out none --no-track "${OV[@]}"    # keep artifacts/ltr_fit/ltr_dev_fitted/signals.parquet
+    python experiments/quality/ltr_dev_folds.py --rows-a ROWS_OF_MODEL_A --rows-b ROWS_OF_MODEL_B \\
+        --stock artifacts/ltr_fit/ltr_seven/signals.parquet
+
+Printed: recall@8 and MRR per part of every fine-tuned system and its stock twin (from the evaluations:
+`fold-<model>-<split>`), paired sign-flip tests over bridge, other and all questions; then, from the fit-ltr
+rows, ltr_dev's candidates ranked with ltr's shipped weights (fitted on every dev part's stock signals),
+with weights refitted on the other fold's rows (signals of a model that did not see those questions
+either), and with weights fitted on the other fold's stock rows. Dev parts only (fit-ltr and the training
+data refuse locked questions). About 20 min of training per fold and 20 min of scoring per model on 2 cores
+(docs/results/quality.md, "ltr_dev's recipe held out by fold").
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fixgraph.config import compose
+from fixgraph.experiment.ltr_fit import fit_weights, recall_at, summary
+from fixgraph.retrieval.ltr import SIGNALS
+
+FOLD_B = ("dev:gnome_help", "evolution_bridge_all:evolution_help")
+FOLD_A = (
+    "bridge_dev:gnome_help",
+    "bridge_fresh_dev:gnome_help",
+    "evolution_dev:evolution_help",
+    "evolution_fresh_bridge_dev:evolution_help",
+    "evolution_fresh2_bridge_dev:evolution_help",
+)
+PAIRS = (("ltr_dev", "ltr"), ("ltr_dev", "dense_dev_blocks"), ("dense_dev_blocks", "dense_mpnet_blocks"))
+SYSTEMS = ("dense_mpnet_blocks", "ltr", "dense_dev_blocks", "link_expansion_dev_blocks", "ltr_dev")
+SUBSETS = ["bridge questions", "other questions", "pooled"]
+
+
+def evaluations(artifacts: Path) -> pd.DataFrame:
+    """Per-question rows of every part, scored by the model trained on the other fold."""
+    frames = []
+    for model, parts in (("a", FOLD_B), ("b", FOLD_A)):  # model a learnt fold a's questions: it scores fold b
+        for part in parts:
+            split, corpus = part.split(":")
+            rows = pd.read_parquet(artifacts / "eval" / corpus / f"fold-{model}-{split}" / "per_question.parquet")
+            frames.append(rows[rows["scored"]].assign(part=part))
+    return pd.concat(frames)
+
+
+def by_question(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    wide = rows.pivot_table(index=["qid", "part"], columns="system", values=metric).reset_index()
+    qtype = rows.groupby(["qid", "part"])["qtype"].first().reset_index()
+    return wide.merge(qtype, on=["qid", "part"]).set_index("qid")
+
+
+def mrr_at(rows: pd.DataFrame, score: str) -> pd.Series:
+    """Reciprocal rank of the first gold chunk among each question's candidates ranked by `score`."""
+    order = rows.sort_values(["qid", score, "chunk"], ascending=[True, False, True])
+    order = order.assign(rank=order.groupby("qid").cumcount() + 1)
+    first = order[order["gold"]].groupby("qid")["rank"].min()
+    return (1.0 / first).reindex(rows["qid"].unique()).fillna(0.0)
+
+
+def weight_variants(rows: pd.DataFrame, stock: pd.DataFrame) -> pd.DataFrame:
+    """Per question, recall@8 and MRR of ltr_dev's candidates under three weight vectors (see the docstring)."""
+    cfg = compose(["+retriever@systems.ltr=ltr"])
+    shipped = np.array([float(cfg.systems.ltr.weights.get(s, 0.0)) for s in SIGNALS])
+    out = []
+    for held in ("a", "b"):
+        test = rows[rows["fold"] == held]
+        weights = {
+            "shipped": shipped,
+            "refit": fit_weights(rows[rows["fold"] != held], SIGNALS),
+            "stock_refit": fit_weights(stock[stock["fold"] != held], SIGNALS),
+        }
+        scored = test.assign(**{name: test[list(SIGNALS)].to_numpy() @ w for name, w in weights.items()})
+        columns = {f"{m}_{name}": f(scored, name) for name in weights for m, f in (("r8", recall_at), ("mrr", mrr_at))}
+        out.append(pd.DataFrame(columns))
+    return pd.concat(out).join(rows.groupby("qid")[["part", "qtype"]].first())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows-a", type=Path, required=True, help="fit-ltr rows of fold b's parts, model a")
+    parser.add_argument("--rows-b", type=Path, required=True, help="fit-ltr rows of fold a's parts, model b")
+    parser.add_argument("--stock", type=Path, required=True, help="fit-ltr --system ltr rows of all seven parts")
+    parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
+    args = parser.parse_args()
+    pd.set_option("display.width", 200)
+    rows = evaluations(args.artifacts)
+    for metric in ("recall_at_8", "mrr"):
+        wide = by_question(rows, metric)
+        print(f"\n===== {metric}, mean per part\n{wide.groupby('part')[list(SYSTEMS)].mean().round(3)}")
+        corpus = wide["part"].str.split(":").str[1]
+        print(wide.groupby(corpus)[list(SYSTEMS)].mean().round(3))
+        for system, baseline in PAIRS:
+            table = summary(wide, baseline, system).round(3).loc[SUBSETS]
+            print(f"\n{metric}: {system} vs {baseline}\n{table}")
+    fold = {**dict.fromkeys(FOLD_A, "a"), **dict.fromkeys(FOLD_B, "b")}
+    signal_rows = pd.concat([pd.read_parquet(args.rows_a), pd.read_parquet(args.rows_b)], ignore_index=True)
+    signal_rows = signal_rows.assign(fold=signal_rows["part"].map(fold))
+    stock = pd.read_parquet(args.stock)
+    variants = weight_variants(signal_rows, stock.assign(fold=stock["part"].map(fold)))
+    print("\n===== ltr_dev's candidates under three weight vectors (fit-ltr rows)")
+    print(variants.drop(columns=["part", "qtype"]).mean().round(3).to_string())
+    for metric in ("r8", "mrr"):
+        for name in ("refit", "stock_refit"):
+            table = summary(variants, f"{metric}_shipped", f"{metric}_{name}").round(3).loc[SUBSETS]
+            print(f"\n{metric}: {name} vs shipped weights\n{table}")
+
+
+if __name__ == "__main__":
+    main()
