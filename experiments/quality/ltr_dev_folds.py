@@ -32,12 +32,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fixgraph.config import compose
 from fixgraph.experiment.ltr_fit import fit_weights, recall_at, summary
-from fixgraph.retrieval.ltr import SIGNALS
+from fixgraph.retrieval.ltr import SIGNALS, weight_vector
 
 FOLD_B = ("dev:gnome_help", "evolution_bridge_all:evolution_help")
 FOLD_A = (
@@ -80,7 +79,7 @@ def mrr_at(rows: pd.DataFrame, score: str) -> pd.Series:
 def weight_variants(rows: pd.DataFrame, stock: pd.DataFrame) -> pd.DataFrame:
     """Per question, recall@8 and MRR of ltr_dev's candidates under three weight vectors (see the docstring)."""
     cfg = compose(["+retriever@systems.ltr=ltr"])
-    shipped = np.array([float(cfg.systems.ltr.weights.get(s, 0.0)) for s in SIGNALS])
+    shipped = weight_vector(cfg.systems.ltr.weights)
     out = []
     for held in ("a", "b"):
         test = rows[rows["fold"] == held]

@@ -21,18 +21,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fixgraph.config import compose
 from fixgraph.experiment.ltr_fit import held_out, recall_at, summary
-from fixgraph.retrieval.ltr import SIGNALS
+from fixgraph.retrieval.ltr import SIGNALS, weight_vector
 
 
 def shipped(rows: pd.DataFrame, system: str) -> pd.Series:
     """Per-question recall@8 with the weights the system's config holds."""
     cfg = compose([f"+retriever@systems.{system}={system}"])
-    weights = np.array([float(cfg.systems[system].weights.get(s, 0.0)) for s in SIGNALS])
+    weights = weight_vector(cfg.systems[system].weights)
     return recall_at(rows.assign(score=rows[list(SIGNALS)].to_numpy() @ weights), "score")
 
 

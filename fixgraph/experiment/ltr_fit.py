@@ -151,8 +151,9 @@ def held_out(
 
 
 def summary(per_question: pd.DataFrame, baseline: str = "first_stage", system: str = "fitted") -> pd.DataFrame:
-    """Mean recall@8 of two per-question columns per part, over bridge and other questions, and pooled, with
-    the questions `system` gains and loses against `baseline` and a sign-flip p."""
+    """The mean of two per-question metric columns (recall@8 wherever fixgraph calls it) per part, over bridge
+    and other questions, and pooled, with the questions `system` gains and loses against `baseline` and a
+    sign-flip p."""
     from fixgraph.evaluation.significance import paired_permutation_tests
 
     bridge = per_question["qtype"].eq("bridge")

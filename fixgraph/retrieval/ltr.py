@@ -47,6 +47,11 @@ GRAPH_SIGNALS = ("reach", "anchor")
 TRACE_TOP = 10  # hits whose score the trace breaks down by signal
 
 
+def weight_vector(weights: Mapping[str, float]) -> np.ndarray:
+    """A config's weights in SIGNALS order; a signal it leaves out weighs 0."""
+    return np.array([float(weights.get(s, 0.0)) for s in SIGNALS])
+
+
 def page_scores(blocks: np.ndarray, page: np.ndarray, n_pages: int) -> tuple[np.ndarray, np.ndarray]:
     """Per page: the best chunk score (`blocks`, chunks in index order; `page`: each chunk's page number), and
     the page's rank (1 = best) when pages are ordered by it, ties by page number."""
@@ -77,7 +82,7 @@ class LearnedRankRetriever:
         if candidates < 1:
             raise ValueError(f"retriever {name}: candidates must be >= 1")
         self.name, self.candidates, self.depth = name, candidates, depth
-        self.weights = np.array([float(weights.get(s, 0.0)) for s in SIGNALS])
+        self.weights = weight_vector(weights)
         stage: Any = build_retriever(first_stage)  # link expansion or dense, told apart here
         self.linked = hasattr(stage, "expand")
         self.first_stage, self.dense = stage, stage.first_stage if self.linked else stage
