@@ -22,7 +22,10 @@ Printed: recall@8 and MRR per part of every fine-tuned system and its stock twin
 `fold-<model>-<split>`), paired sign-flip tests over bridge, other and all questions; then, from the fit-ltr
 rows, ltr_dev's candidates ranked with ltr's shipped weights (fitted on every dev part's stock signals),
 with weights refitted on the other fold's rows (signals of a model that did not see those questions
-either), and with weights fitted on the other fold's stock rows. Dev parts only (fit-ltr and the training
+either), and with weights fitted on the other fold's stock rows; how many bridge questions dense_dev_blocks
+misses gold in, how many of those ltr_dev raises and how many it lowers; and ltr_dev's candidates with
+dense_dev_blocks' top m (1-4) kept ahead of ltr's order (a guard against the graph pushing out what the
+first stage had). Dev parts only (fit-ltr and the training
 data refuse locked questions). About 20 min of training per fold and 20 min of scoring per model on 2 cores
 (docs/results/quality.md, "ltr_dev's recipe held out by fold").
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from fixgraph.config import compose
@@ -94,6 +98,28 @@ def weight_variants(rows: pd.DataFrame, stock: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out).join(rows.groupby("qid")[["part", "qtype"]].first())
 
 
+def repairs(wide: pd.DataFrame, system: str = "ltr_dev", first: str = "dense_dev_blocks") -> pd.Series:
+    """How often `first` misses gold (recall@8 < 1), how many of those `system` raises, and how many questions
+    it lowers: where a graph's net gain comes from."""
+    missed, diff = wide[first] < 1, wide[system] - wide[first]
+    counts = {"questions": len(wide), "first stage misses": missed.sum()}
+    counts |= {"raised among them": ((diff > 0) & missed).sum(), "lowered": (diff < 0).sum()}
+    return pd.Series(counts).astype(int)
+
+
+def guard_variants(rows: pd.DataFrame, keep: tuple[int, ...] = (1, 2, 3, 4)) -> pd.DataFrame:
+    """Per question, recall@8 and MRR of ltr_dev's candidates (ltr's weights) when the first stage's top m
+    chunks (dense_dev_blocks' blend: half own, half line) are kept ahead of the rest, for each m of `keep`."""
+    dense = 0.5 * rows["own"] + 0.5 * rows["line"]
+    rank = dense.groupby(rows["qid"]).rank(ascending=False, method="first")
+    ltr = rows[list(SIGNALS)].to_numpy() @ weight_vector(compose(["+retriever@systems.ltr=ltr"]).systems.ltr.weights)
+    columns = {}
+    for m in (0, *keep):
+        scored = rows.assign(score=np.where(rank <= m, 1e6 - rank, ltr))
+        columns[f"r8_top{m}"], columns[f"mrr_top{m}"] = recall_at(scored, "score"), mrr_at(scored, "score")
+    return pd.DataFrame(columns).join(rows.groupby("qid")[["part", "qtype"]].first())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows-a", type=Path, required=True, help="fit-ltr rows of fold b's parts, model a")
@@ -111,6 +137,9 @@ def main() -> None:
         for system, baseline in PAIRS:
             table = summary(wide, baseline, system).round(3).loc[SUBSETS]
             print(f"\n{metric}: {system} vs {baseline}\n{table}")
+    recall = by_question(rows, "recall_at_8")
+    bridge = recall[recall["qtype"] == "bridge"]
+    print(f"\n===== where the graph's gain comes from (bridge questions)\n{repairs(bridge).to_string()}")
     fold = {**dict.fromkeys(FOLD_A, "a"), **dict.fromkeys(FOLD_B, "b")}
     signal_rows = pd.concat([pd.read_parquet(args.rows_a), pd.read_parquet(args.rows_b)], ignore_index=True)
     signal_rows = signal_rows.assign(fold=signal_rows["part"].map(fold))
@@ -122,6 +151,12 @@ def main() -> None:
         for name in ("refit", "stock_refit"):
             table = summary(variants, f"{metric}_shipped", f"{metric}_{name}").round(3).loc[SUBSETS]
             print(f"\n{metric}: {name} vs shipped weights\n{table}")
+    guarded = guard_variants(signal_rows)
+    print("\n===== the first stage's top m kept ahead of ltr_dev's order (fit-ltr rows)")
+    print(guarded.drop(columns=["part", "qtype"]).mean().round(3).to_string())
+    for m in (1, 2, 3, 4):
+        table = summary(guarded, "r8_top0", f"r8_top{m}").round(3).loc[SUBSETS]
+        print(f"\nrecall@8: top {m} kept vs ltr_dev\n{table}")
 
 
 if __name__ == "__main__":
