@@ -36,7 +36,7 @@ main: setup models-stock
 	@cat artifacts/eval/gnome_help/dev/table.md
 	@echo; cat artifacts/eval/gnome_help/dev/comparison.md
 	@echo "Full outputs: artifacts/eval/gnome_help/dev/  -  MLflow UI: make ui (http://127.0.0.1:5000)"
-	@test -f $(DEV_MODEL) || echo "experiment=leaderboard also needs ltr_dev's model: run make models (trains it once: about 40 min on 2 cores, 21 GB of memory)"
+	@test -f $(DEV_MODEL) || echo "experiment=leaderboard also needs ltr_dev's model: run make models (trains it once: about 55 min on 2 cores, 10 GB of memory)"
 
 lint: setup
 	$(BIN)/ruff check fixgraph tests
@@ -64,15 +64,15 @@ models-stock: setup $(MODELS_STAMP)
 # make a second run instant.
 FAST_MATH := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AUTO
 # models: everything the leaderboard preset ranks with: mpnet, and mpnet fine-tuned on every dev question
-# of GNOME Help and Evolution (trainer bi_encoder_mpnet_dev, system ltr_dev): about 40 min on 2 cores and
-# 21 GB of memory at its peak, once.
+# of GNOME Help and Evolution (trainer bi_encoder_mpnet_dev, system ltr_dev): about 55 min on 2 cores and
+# 10 GB of memory at its peak (gradient checkpointing), once.
 models: models-stock
 	$(BIN)/fixgraph fetch
 	$(FAST_MATH) $(BIN)/fixgraph train --trainer bi_encoder_mpnet_dev
 
 # mpnet fine-tuned for each corpus on the other corpora's dev questions (system ltr_ft, not in the
-# leaderboard: docs/results/quality.md), 20-30 min per corpus on 2 cores and about 21 GB of memory at its
-# peak.
+# leaderboard: docs/results/quality.md), 20-30 min per corpus on 2 cores and 21 GB at its peak as measured
+# before gradient checkpointing (about 40% slower, half the memory on bi_encoder_mpnet_dev; not re-measured).
 FT_TRAINER := bi_encoder_mpnet_questions
 FT_CORPORA := gnome_help evolution_help
 models-ft: models-stock

@@ -123,3 +123,49 @@ def test_tiny_embedder_learns_toy_synonyms(tmp_path: Path) -> None:
     facts = trainer.train(None, data, tmp_path / "out", tmp_path / "work", None)  # type: ignore[arg-type]
     assert facts["last_train_loss"] < facts["first_train_loss"] and facts["steps"] == 80
     assert before < 0.5 and top1(tmp_path / "out") == 1.0
+
+
+def test_gradient_checkpointing_trains_the_same_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gradient_checkpointing: true` only trades memory for a recomputation: the trainer must save
+    exactly the weights it saves without it (dropout on, as in training)."""
+    from safetensors.torch import load_file
+
+    from fixgraph.training import bi_encoder
+    from fixgraph.training.bi_encoder import BiEncoderTrainer
+
+    checkpointed_models: list[object] = []
+    real = bi_encoder.checkpoint_layers
+    monkeypatch.setattr(bi_encoder, "checkpoint_layers", lambda m: (checkpointed_models.append(m), real(m)))
+    from tests.training_helpers import save_rows, tiny_sentence_transformer
+
+    base = tiny_sentence_transformer(tmp_path / "base", [*SYNONYMS, *SYNONYMS.values()])
+    passages = list(SYNONYMS.values())
+    rows = [
+        {"query": q, "query_kind": "title", "doc_id": p, "positive": p, "positive_text": p,
+         "negatives": [n], "negative_texts": [n], "negative_docs": [n]}
+        for q, p, n in zip(SYNONYMS, passages, passages[1:] + passages[:1], strict=True)
+    ]  # fmt: skip
+    data = save_rows(tmp_path / "data", rows, rows[:2])
+    weights = []
+    for checkpointing in (False, True):
+        out = tmp_path / f"out_{checkpointing}"
+        out.mkdir()
+        trainer = BiEncoderTrainer(
+            name="toy",
+            data_dir=str(data),
+            output=str(out),
+            base={"name": "toy", "kind": "sentence_transformers", "model": str(base)},
+            batch_size=3,
+            learning_rate=5e-3,
+            max_seq_length=16,
+            fit={"epochs": 3, "patience": 3, "threads": 1},
+            gradient_checkpointing=checkpointing,
+        )
+        trainer.train(None, data, out, tmp_path / f"work_{checkpointing}", None)  # type: ignore[arg-type]
+        weights.append(load_file(str(out / "model.safetensors")))
+    plain, checkpointed = weights
+    assert len(checkpointed_models) == 1  # the second run only
+    base_weights = load_file(str(base / "model.safetensors"))
+    assert plain.keys() == checkpointed.keys()
+    assert all(torch.equal(plain[k], checkpointed[k]) for k in plain)
+    assert any(not torch.equal(plain[k], base_weights[k]) for k in plain)  # it did train
