@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fixgraph.training.bi_encoder import BiEncoderTrainer  # noqa: E402
 from fixgraph.training.nets.bi_encoder import contrastive_loss, same_page_mask  # noqa: E402
 
 
@@ -75,31 +76,42 @@ SYNONYMS = {
 }
 
 
+def synonym_rows() -> list[dict[str, object]]:
+    """One training row per synonym: the query, its passage, and the next passage as hard negative."""
+    passages = list(SYNONYMS.values())
+    return [
+        {"query": q, "query_kind": "title", "doc_id": p, "positive": p, "positive_text": p,
+         "negatives": [n], "negative_texts": [n], "negative_docs": [n]}
+        for q, p, n in zip(SYNONYMS, passages, passages[1:] + passages[:1], strict=True)
+    ]  # fmt: skip
+
+
+def toy_trainer(
+    data: Path, base: Path, out: Path, epochs: int, gradient_checkpointing: bool = False
+) -> BiEncoderTrainer:
+    return BiEncoderTrainer(
+        name="toy",
+        data_dir=str(data),
+        output=str(out),
+        base={"name": "toy", "kind": "sentence_transformers", "model": str(base)},
+        batch_size=3,
+        learning_rate=5e-3,
+        max_seq_length=16,
+        fit={"epochs": epochs, "patience": epochs, "threads": 1},
+        gradient_checkpointing=gradient_checkpointing,
+    )
+
+
 def test_tiny_embedder_learns_toy_synonyms(tmp_path: Path) -> None:
     """Six queries, each a synonym of one passage word; a random 2-layer encoder starts near chance and
     must put every query's own passage first after training."""
     from sentence_transformers import SentenceTransformer
 
-    from fixgraph.training.bi_encoder import BiEncoderTrainer
     from tests.training_helpers import save_rows, tiny_sentence_transformer
 
     base = tiny_sentence_transformer(tmp_path / "base", [*SYNONYMS, *SYNONYMS.values()])
     passages = list(SYNONYMS.values())
-
-    def row(query: str, passage: str) -> dict[str, object]:
-        negative = passages[(passages.index(passage) + 1) % len(passages)]
-        return {
-            "query": query,
-            "query_kind": "title",
-            "doc_id": passage,
-            "positive": passage,
-            "positive_text": passage,
-            "negatives": [negative],
-            "negative_texts": [negative],
-            "negative_docs": [negative],
-        }
-
-    rows = [row(q, p) for q, p in SYNONYMS.items()]
+    rows = synonym_rows()
     data = save_rows(tmp_path / "data", rows, rows[:2])
 
     def top1(model_dir: Path) -> float:
@@ -109,16 +121,7 @@ def test_tiny_embedder_learns_toy_synonyms(tmp_path: Path) -> None:
         return float(np.mean(np.argmax(q @ p.T, axis=1) == np.arange(len(passages))))
 
     before = top1(base)
-    trainer = BiEncoderTrainer(
-        name="toy",
-        data_dir=str(data),
-        output=str(tmp_path / "out"),
-        base={"name": "toy", "kind": "sentence_transformers", "model": str(base)},
-        batch_size=3,
-        learning_rate=5e-3,
-        max_seq_length=16,
-        fit={"epochs": 40, "patience": 40, "threads": 1},
-    )
+    trainer = toy_trainer(data, base, tmp_path / "out", epochs=40)
     (tmp_path / "out").mkdir()
     facts = trainer.train(None, data, tmp_path / "out", tmp_path / "work", None)  # type: ignore[arg-type]
     assert facts["last_train_loss"] < facts["first_train_loss"] and facts["steps"] == 80
@@ -131,36 +134,19 @@ def test_gradient_checkpointing_trains_the_same_weights(tmp_path: Path, monkeypa
     from safetensors.torch import load_file
 
     from fixgraph.training import bi_encoder
-    from fixgraph.training.bi_encoder import BiEncoderTrainer
+    from tests.training_helpers import save_rows, tiny_sentence_transformer
 
     checkpointed_models: list[object] = []
     real = bi_encoder.checkpoint_layers
     monkeypatch.setattr(bi_encoder, "checkpoint_layers", lambda m: (checkpointed_models.append(m), real(m)))
-    from tests.training_helpers import save_rows, tiny_sentence_transformer
-
     base = tiny_sentence_transformer(tmp_path / "base", [*SYNONYMS, *SYNONYMS.values()])
-    passages = list(SYNONYMS.values())
-    rows = [
-        {"query": q, "query_kind": "title", "doc_id": p, "positive": p, "positive_text": p,
-         "negatives": [n], "negative_texts": [n], "negative_docs": [n]}
-        for q, p, n in zip(SYNONYMS, passages, passages[1:] + passages[:1], strict=True)
-    ]  # fmt: skip
+    rows = synonym_rows()
     data = save_rows(tmp_path / "data", rows, rows[:2])
     weights = []
     for checkpointing in (False, True):
         out = tmp_path / f"out_{checkpointing}"
         out.mkdir()
-        trainer = BiEncoderTrainer(
-            name="toy",
-            data_dir=str(data),
-            output=str(out),
-            base={"name": "toy", "kind": "sentence_transformers", "model": str(base)},
-            batch_size=3,
-            learning_rate=5e-3,
-            max_seq_length=16,
-            fit={"epochs": 3, "patience": 3, "threads": 1},
-            gradient_checkpointing=checkpointing,
-        )
+        trainer = toy_trainer(data, base, out, epochs=3, gradient_checkpointing=checkpointing)
         trainer.train(None, data, out, tmp_path / f"work_{checkpointing}", None)  # type: ignore[arg-type]
         weights.append(load_file(str(out / "model.safetensors")))
     plain, checkpointed = weights
