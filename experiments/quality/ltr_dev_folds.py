@@ -80,10 +80,8 @@ def mrr_at(rows: pd.DataFrame, score: str) -> pd.Series:
     return (1.0 / first).reindex(rows["qid"].unique()).fillna(0.0)
 
 
-def weight_variants(rows: pd.DataFrame, stock: pd.DataFrame) -> pd.DataFrame:
+def weight_variants(rows: pd.DataFrame, stock: pd.DataFrame, shipped: np.ndarray) -> pd.DataFrame:
     """Per question, recall@8 and MRR of ltr_dev's candidates under three weight vectors (see the docstring)."""
-    cfg = compose(["+retriever@systems.ltr=ltr"])
-    shipped = weight_vector(cfg.systems.ltr.weights)
     out = []
     for held in ("a", "b"):
         test = rows[rows["fold"] == held]
@@ -107,14 +105,13 @@ def repairs(wide: pd.DataFrame, system: str = "ltr_dev", first: str = "dense_dev
     return pd.Series(counts).astype(int)
 
 
-def guard_variants(rows: pd.DataFrame) -> pd.DataFrame:
+def guard_variants(rows: pd.DataFrame, weights: np.ndarray) -> pd.DataFrame:
     """Per question, recall@8 and MRR of ltr_dev's candidates (ltr's weights, column `top0`) under three
     guards against the graph pushing out what the first stage (dense_dev_blocks' blend: half own, half line)
     had: its top m chunks kept ahead (`top1`-`top4`); the two graph weights scaled (`graph_x0.5`-`graph_x1.5`);
     the graph ranking only where the first stage's best score is below its 25/50/75% quantile (`gate_q*`)."""
     dense = 0.5 * rows["own"] + 0.5 * rows["line"]
     rank = dense.groupby(rows["qid"]).rank(ascending=False, method="first")
-    weights = weight_vector(compose(["+retriever@systems.ltr=ltr"]).systems.ltr.weights)
     signals = rows[list(SIGNALS)].to_numpy()
     ltr = signals @ weights
     best = dense.groupby(rows["qid"]).transform("max")
@@ -157,14 +154,15 @@ def main() -> None:
     signal_rows = pd.concat([pd.read_parquet(args.rows_a), pd.read_parquet(args.rows_b)], ignore_index=True)
     signal_rows = signal_rows.assign(fold=signal_rows["part"].map(fold))
     stock = pd.read_parquet(args.stock)
-    variants = weight_variants(signal_rows, stock.assign(fold=stock["part"].map(fold)))
+    shipped = weight_vector(compose(["+retriever@systems.ltr=ltr"]).systems.ltr.weights)  # ltr_dev ships ltr's
+    variants = weight_variants(signal_rows, stock.assign(fold=stock["part"].map(fold)), shipped)
     print("\n===== ltr_dev's candidates under three weight vectors (fit-ltr rows)")
     print(variants.drop(columns=["part", "qtype"]).mean().round(3).to_string())
     for metric in ("r8", "mrr"):
         for name in ("refit", "stock_refit"):
             table = summary(variants, f"{metric}_shipped", f"{metric}_{name}").round(3).loc[SUBSETS]
             print(f"\n{metric}: {name} vs shipped weights\n{table}")
-    guarded = guard_variants(signal_rows)
+    guarded = guard_variants(signal_rows, shipped)
     print("\n===== guards against the graph's losses (fit-ltr rows; top0 = ltr_dev)")
     print(guarded.drop(columns=["part", "qtype"]).mean().round(3).to_string())
     for name in [c[3:] for c in guarded.columns if c.startswith("r8_") and c != "r8_top0"]:
