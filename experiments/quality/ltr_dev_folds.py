@@ -121,8 +121,9 @@ def guard_variants(rows: pd.DataFrame, weights: np.ndarray) -> pd.DataFrame:
         scaled = weights.copy()
         scaled[graph] *= factor
         scores[f"graph_x{factor}"] = signals @ scaled
-    for q in (25, 50, 75):
-        scores[f"gate_q{q}"] = np.where(best < best.groupby(rows["qid"]).first().quantile(q / 100), ltr, 1e3 * dense)
+    cuts = best.groupby(rows["qid"]).first().quantile([0.25, 0.5, 0.75])  # over questions, not rows
+    for q, cut in cuts.items():
+        scores[f"gate_q{round(100 * q)}"] = np.where(best < cut, ltr, 1e3 * dense)
     columns = {}
     for name, score in scores.items():
         scored = rows.assign(score=score)
