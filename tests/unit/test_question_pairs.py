@@ -146,3 +146,21 @@ def test_a_missing_model_folder_says_how_to_train_it(tmp_path: Path) -> None:
         resolve_model_path(str(tmp_path / "models" / "x"))
     with pytest.raises(ModelNotFoundError, match="neither a folder nor an installed model package"):
         resolve_model_path("no_such_model_package")
+
+
+def test_the_fold_sweep_tunes_ltr_dev_on_questions_its_model_never_saw() -> None:
+    """sweep=ltr_dev_fold_a: every model in the trial's system is the fold model, trained on fold a only."""
+    from fixgraph.experiment.sweep import resolve_spec
+    from fixgraph.training.stages import build_trainer
+
+    spec = resolve_spec(compose(["sweep=ltr_dev_fold_a"]), [])
+    cfg = compose(list(spec.base))
+    fold = cfg.training.trainers.bi_encoder_mpnet_dev_fold_a
+    system = cfg.retriever
+    models = {system.first_stage.embedder.model, system.first_stage.first_stage.embedder.model}
+    assert models == {fold.output} and system.name == "ltr_dev"
+    seen = {p.label for p in build_trainer(fold).question_parts(cfg)}  # type: ignore[attr-defined]
+    held_out = {f"{cfg.split.name}:{cfg.corpus.name}", "evolution_bridge_all:evolution_help"}
+    assert not seen & held_out  # the swept part and the check part
+    every = {p.label for p in build_trainer(cfg.training.trainers.bi_encoder_mpnet_dev).question_parts(cfg)}  # type: ignore[attr-defined]
+    assert seen | held_out == every  # the two folds split ltr_dev's own training questions
