@@ -105,12 +105,13 @@ def repairs(wide: pd.DataFrame, system: str = "ltr_dev", first: str = "dense_dev
     return pd.Series(counts).astype(int)
 
 
-def guard_variants(rows: pd.DataFrame, weights: np.ndarray) -> pd.DataFrame:
+def guard_variants(rows: pd.DataFrame, weights: np.ndarray, block_weight: float) -> pd.DataFrame:
     """Per question, recall@8 and MRR of ltr_dev's candidates (ltr's weights, column `top0`) under three
-    guards against the graph pushing out what the first stage (dense_dev_blocks' blend: half own, half line)
-    had: its top m chunks kept ahead (`top1`-`top4`); the two graph weights scaled (`graph_x0.5`-`graph_x1.5`);
-    the graph ranking only where the first stage's best score is below its 25/50/75% quantile (`gate_q*`)."""
-    dense = 0.5 * rows["own"] + 0.5 * rows["line"]
+    guards against the graph pushing out what the first stage (dense_dev_blocks: own and line cosines blended
+    by its `block_weight`) had: its top m chunks kept ahead (`top1`-`top4`); the two graph weights scaled
+    (`graph_x0.5`-`graph_x1.5`); the graph ranking only where the first stage's best score is below its
+    25/50/75% quantile (`gate_q*`)."""
+    dense = (1 - block_weight) * rows["own"] + block_weight * rows["line"]
     rank = dense.groupby(rows["qid"]).rank(ascending=False, method="first")
     signals = rows[list(SIGNALS)].to_numpy()
     ltr = signals @ weights
@@ -163,7 +164,8 @@ def main() -> None:
         for name in ("refit", "stock_refit"):
             table = summary(variants, f"{metric}_shipped", f"{metric}_{name}").round(3).loc[SUBSETS]
             print(f"\n{metric}: {name} vs shipped weights\n{table}")
-    guarded = guard_variants(signal_rows, shipped)
+    first = compose(["+retriever@systems.first=dense_dev_blocks"]).systems.first
+    guarded = guard_variants(signal_rows, shipped, float(first.block_weight))
     print("\n===== guards against the graph's losses (fit-ltr rows; top0 = ltr_dev)")
     print(guarded.drop(columns=["part", "qtype"]).mean().round(3).to_string())
     for name in [c[3:] for c in guarded.columns if c.startswith("r8_") and c != "r8_top0"]:
