@@ -1,6 +1,7 @@
 """ltr_dev's built recipe held out by fold of the dev parts: what `make models` trains, on questions it never saw.
 
-The seven dev parts fall in two folds (b: the GNOME dev split and evolution_bridge_all; a: the other five). For
+The seven dev parts fall in two folds (a: trainer bi_encoder_mpnet_dev_fold_a's five parts, whose model is also
+a DVC stage in pipelines/training; b: the GNOME dev split and evolution_bridge_all). For
 each fold, `fixgraph train --trainer bi_encoder_mpnet_dev` trains the shipped recipe (Lightning, two epochs,
 both corpora) on that fold's parts only, and the other fold's parts are scored with the leaderboard's
 fine-tuned systems pointed at that model:
@@ -42,14 +43,15 @@ from fixgraph.config import compose
 from fixgraph.experiment.ltr_fit import fit_weights, recall_at, summary
 from fixgraph.retrieval.ltr import GRAPH_SIGNALS, SIGNALS, weight_vector
 
-FOLD_B = ("dev:gnome_help", "evolution_bridge_all:evolution_help")
-FOLD_A = (
-    "bridge_dev:gnome_help",
-    "bridge_fresh_dev:gnome_help",
-    "evolution_dev:evolution_help",
-    "evolution_fresh_bridge_dev:evolution_help",
-    "evolution_fresh2_bridge_dev:evolution_help",
-)
+
+def folds() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Fold a: trainer bi_encoder_mpnet_dev_fold_a's parts; fold b: the rest of ltr_dev's training parts."""
+    trainers = compose().training.trainers
+    a = tuple(trainers.bi_encoder_mpnet_dev_fold_a.data.questions)
+    return a, tuple(p for p in trainers.bi_encoder_mpnet_dev.data.questions if p not in a)
+
+
+FOLD_A, FOLD_B = folds()
 PAIRS = (("ltr_dev", "ltr"), ("ltr_dev", "dense_dev_blocks"), ("dense_dev_blocks", "dense_mpnet_blocks"))
 SYSTEMS = ("dense_mpnet_blocks", "ltr", "dense_dev_blocks", "link_expansion_dev_blocks", "ltr_dev")
 SUBSETS = ["bridge questions", "other questions", "pooled"]
