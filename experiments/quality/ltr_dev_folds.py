@@ -38,29 +38,29 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from omegaconf import DictConfig
 
 from fixgraph.config import compose
 from fixgraph.experiment.ltr_fit import fit_weights, recall_at, summary
 from fixgraph.retrieval.ltr import GRAPH_SIGNALS, SIGNALS, weight_vector
 
 
-def folds() -> tuple[tuple[str, ...], tuple[str, ...]]:
+def folds(cfg: DictConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Fold a: trainer bi_encoder_mpnet_dev_fold_a's parts; fold b: the rest of ltr_dev's training parts."""
-    trainers = compose().training.trainers
+    trainers = cfg.training.trainers
     a = tuple(trainers.bi_encoder_mpnet_dev_fold_a.data.questions)
     return a, tuple(p for p in trainers.bi_encoder_mpnet_dev.data.questions if p not in a)
 
 
-FOLD_A, FOLD_B = folds()
 PAIRS = (("ltr_dev", "ltr"), ("ltr_dev", "dense_dev_blocks"), ("dense_dev_blocks", "dense_mpnet_blocks"))
 SYSTEMS = ("dense_mpnet_blocks", "ltr", "dense_dev_blocks", "link_expansion_dev_blocks", "ltr_dev")
 SUBSETS = ["bridge questions", "other questions", "pooled"]
 
 
-def evaluations(artifacts: Path) -> pd.DataFrame:
+def evaluations(artifacts: Path, fold_a: tuple[str, ...], fold_b: tuple[str, ...]) -> pd.DataFrame:
     """Per-question rows of every part, scored by the model trained on the other fold."""
     frames = []
-    for model, parts in (("a", FOLD_B), ("b", FOLD_A)):  # model a learnt fold a's questions: it scores fold b
+    for model, parts in (("a", fold_b), ("b", fold_a)):  # model a learnt fold a's questions: it scores fold b
         for part in parts:
             split, corpus = part.split(":")
             rows = pd.read_parquet(artifacts / "eval" / corpus / f"fold-{model}-{split}" / "per_question.parquet")
@@ -142,7 +142,10 @@ def main() -> None:
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     args = parser.parse_args()
     pd.set_option("display.width", 200)
-    rows = evaluations(args.artifacts)
+    # One composition for the folds, ltr's shipped weights and dense_dev_blocks' block weight.
+    cfg = compose(["+retriever@systems.ltr=ltr", "+retriever@systems.first=dense_dev_blocks"])
+    fold_a, fold_b = folds(cfg)
+    rows = evaluations(args.artifacts, fold_a, fold_b)
     for metric in ("recall_at_8", "mrr"):
         wide = by_question(rows, metric)
         print(f"\n===== {metric}, mean per part\n{wide.groupby('part')[list(SYSTEMS)].mean().round(3)}")
@@ -154,11 +157,11 @@ def main() -> None:
     recall = by_question(rows, "recall_at_8")
     bridge = recall[recall["qtype"] == "bridge"]
     print(f"\n===== where the graph's gain comes from (bridge questions)\n{repairs(bridge).to_string()}")
-    fold = {**dict.fromkeys(FOLD_A, "a"), **dict.fromkeys(FOLD_B, "b")}
+    fold = {**dict.fromkeys(fold_a, "a"), **dict.fromkeys(fold_b, "b")}
     signal_rows = pd.concat([pd.read_parquet(args.rows_a), pd.read_parquet(args.rows_b)], ignore_index=True)
     signal_rows = signal_rows.assign(fold=signal_rows["part"].map(fold))
     stock = pd.read_parquet(args.stock)
-    shipped = weight_vector(compose(["+retriever@systems.ltr=ltr"]).systems.ltr.weights)  # ltr_dev ships ltr's
+    shipped = weight_vector(cfg.systems.ltr.weights)  # ltr_dev ships ltr's
     variants = weight_variants(signal_rows, stock.assign(fold=stock["part"].map(fold)), shipped)
     print("\n===== ltr_dev's candidates under three weight vectors (fit-ltr rows)")
     print(variants.drop(columns=["part", "qtype"]).mean().round(3).to_string())
@@ -166,8 +169,7 @@ def main() -> None:
         for name in ("refit", "stock_refit"):
             table = summary(variants, f"{metric}_shipped", f"{metric}_{name}").round(3).loc[SUBSETS]
             print(f"\n{metric}: {name} vs shipped weights\n{table}")
-    first = compose(["+retriever@systems.first=dense_dev_blocks"]).systems.first
-    guarded = guard_variants(signal_rows, shipped, float(first.block_weight))
+    guarded = guard_variants(signal_rows, shipped, float(cfg.systems.first.block_weight))
     print("\n===== guards against the graph's losses (fit-ltr rows; top0 = ltr_dev)")
     print(guarded.drop(columns=["part", "qtype"]).mean().round(3).to_string())
     for name in [c[3:] for c in guarded.columns if c.startswith("r8_") and c != "r8_top0"]:
