@@ -9,13 +9,17 @@ Two ways in, one config object out:
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from fixgraph.registry import Registry
 
@@ -38,27 +42,65 @@ def config_dir() -> Path:
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config", resolve: bool = True) -> DictConfig:
-    """Compose conf/ with Hydra overrides and (by default) resolve every interpolation."""
+    """Compose conf/ with Hydra overrides and (by default) resolve every interpolation.
+
+    Hydra re-reads and merges every YAML file of the tree per call (about 1 s here, and 40% of the fast
+    test suite's time), so a process keeps its latest compositions: a composition is a function of conf/'s
+    files, the config name and the overrides alone (conf/ uses no resolvers), and those three are the key.
+    Each caller gets its own copy."""
+    root = config_dir()
+    key = (conf_digest(root), config_name, tuple(overrides))
+    with _KEPT_LOCK:
+        kept = _KEPT.get(key)
+        if kept is not None:
+            _KEPT.move_to_end(key)
+    if kept is None:
+        kept = _hydra_compose(root, config_name, overrides)
+        with _KEPT_LOCK:
+            _KEPT[key] = kept
+            while len(_KEPT) > _KEPT_MAX:
+                _KEPT.popitem(last=False)
+    cfg = copy.deepcopy(kept)
+    if resolve:
+        try:
+            OmegaConf.resolve(cfg)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(str(exc)) from exc
+    return cfg
+
+
+_KEPT: OrderedDict[tuple[str, str, tuple[str, ...]], DictConfig] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+_KEPT_MAX = 32  # about 2 MB each
+
+
+def conf_digest(root: Path) -> str:
+    """sha256 over the names and bytes of every file under `root` (about 20 ms for conf/)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _hydra_compose(root: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
         # version_base=None matches DVC's own composition (dvc.utils.hydra.compose_and_dump).
-        with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
-        if resolve:
-            OmegaConf.resolve(cfg)
+        with initialize_config_dir(config_dir=str(root), version_base=None):
+            return hydra_compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(str(exc)) from exc
-    return cfg
 
 
 class Composer:
     """Many compositions that differ in a few overrides (sweep trials), fast.
 
-    Hydra re-reads every YAML file per composition (~0.3-0.5 s here). Group choices (`retriever=dense`)
+    `compose` keeps whole compositions, but every trial's values differ, and each new set of overrides
+    costs Hydra a full composition (about 1 s here). Group choices (`retriever=dense`)
     change the defaults tree, so each distinct set of them is composed by Hydra once; value overrides
     (`retriever.rrf_k=5`) are then applied to a copy before resolving, which is what Hydra itself does
     after building the defaults tree. `compose(overrides)` equals `fixgraph.config.compose(overrides)`."""
@@ -73,7 +115,6 @@ class Composer:
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         from hydra.core.override_parser.overrides_parser import OverridesParser
-        from omegaconf.errors import OmegaConfBaseException
 
         groups = tuple(o for o in overrides if self.is_group(o))
         values = [o for o in overrides if not self.is_group(o)]

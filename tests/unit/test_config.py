@@ -192,3 +192,33 @@ def test_trained_models_finds_every_trained_folder_a_system_names_at_any_depth(t
     (trained / MODEL_CARD).write_text('{"weights_sha256": {"model.safetensors": "b"}}')  # retrained, same path
     assert trained_models(system) != before
     assert trained_models({"kind": "bm25", "k1": 1.2}) == {}
+
+
+def test_a_kept_composition_is_a_fresh_copy_and_follows_edits_to_conf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fixgraph.config as config
+
+    calls: list[Path] = []
+    hydra_compose = config._hydra_compose
+
+    def counted(root: Path, name: str, overrides: Any) -> Any:
+        calls.append(root)
+        return hydra_compose(root, name, overrides)
+
+    monkeypatch.setattr(config, "_hydra_compose", counted)
+    monkeypatch.setattr(config, "_KEPT", type(config._KEPT)())
+    first, second = tmp_path / "one", tmp_path / "two"
+    for root in (first, second):
+        root.mkdir()
+        (root / "config.yaml").write_text("size: 3\nnamed: size ${size}\n")
+    monkeypatch.setenv("FIXGRAPH_CONFIG_DIR", str(first))
+    cfg = compose()
+    cfg.size = 99  # a caller's change must not reach the next caller
+    assert compose().named == "size 3" and compose(["size=4"]).named == "size 4"
+    monkeypatch.setenv("FIXGRAPH_CONFIG_DIR", str(second))  # the same files elsewhere: the same composition
+    assert compose().size == 3
+    assert calls == [first, first]  # Hydra ran once per distinct override list, not once per call
+    (second / "config.yaml").write_text("size: 5\nnamed: size ${size}\n")
+    assert compose().named == "size 5"
+    assert calls == [first, first, second]
