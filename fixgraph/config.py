@@ -45,9 +45,9 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config", resolve:
     """Compose conf/ with Hydra overrides and (by default) resolve every interpolation.
 
     Hydra re-reads and merges every YAML file of the tree per call (about 1 s here, and 40% of the fast
-    test suite's time), so a process keeps its latest compositions: a composition is a function of conf/'s
-    files, the config name and the overrides alone (conf/ uses no resolvers), and those three are the key.
-    Each caller gets its own copy."""
+    test suite's time), so a process keeps its latest compositions, unresolved: before resolving, a
+    composition is a function of conf/'s files, the config name and the overrides alone, and those three
+    are the key. Each caller gets its own copy, resolved on the call."""
     root = config_dir()
     key = (conf_digest(root), config_name, tuple(overrides))
     with _KEPT_LOCK:
