@@ -44,7 +44,7 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-# pytest-xdist workers (2 cores here; the fast suite took 485 s on 2 workers on 2026-12-07); the slow suite keeps each file
+# pytest-xdist workers (2 cores here; measured times in the README); the slow suite keeps each file
 # on one worker (loadfile): a file's tests share one expensive fixture (a cloned project, a dvc repro).
 # Both print their slowest tests, so a CI log says where its time went.
 WORKERS ?= 2
