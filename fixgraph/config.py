@@ -55,7 +55,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config", resolve:
         if kept is not None:
             _KEPT.move_to_end(key)
     if kept is None:
-        kept = _hydra_compose(root, config_name, overrides)
+        kept = compose_with_hydra(root, config_name, overrides)
         with _KEPT_LOCK:
             _KEPT[key] = kept
             while len(_KEPT) > _KEPT_MAX:
@@ -83,7 +83,8 @@ def conf_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _hydra_compose(root: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
+def compose_with_hydra(root: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
+    """Hydra's composition of `root`, unresolved: what `compose` pays for a composition it does not keep."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException

@@ -200,13 +200,13 @@ def test_a_kept_composition_is_a_fresh_copy_and_follows_edits_to_conf(
     import fixgraph.config as config
 
     calls: list[Path] = []
-    hydra_compose = config._hydra_compose
+    hydra_compose = config.compose_with_hydra
 
     def counted(root: Path, name: str, overrides: Any) -> Any:
         calls.append(root)
         return hydra_compose(root, name, overrides)
 
-    monkeypatch.setattr(config, "_hydra_compose", counted)
+    monkeypatch.setattr(config, "compose_with_hydra", counted)
     monkeypatch.setattr(config, "_KEPT", type(config._KEPT)())
     first, second = tmp_path / "one", tmp_path / "two"
     for root in (first, second):
