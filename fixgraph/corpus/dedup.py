@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from datasketch import MinHash, MinHashLSH
+from typing import TYPE_CHECKING, Any
 
 from fixgraph.corpus.models import Document
+
+if TYPE_CHECKING:  # datasketch imports scipy.integrate (~0.5 s): only the ingest stage's dedup needs it
+    from datasketch import MinHash
 
 WORD = re.compile(r"\w+")
 
@@ -71,6 +72,8 @@ def shingles(text: str, k: int) -> set[str]:
 
 
 def minhash(text: str, config: DedupConfig) -> MinHash:
+    from datasketch import MinHash
+
     signature = MinHash(num_perm=config.num_perm, seed=config.seed)
     signature.update_batch([s.encode("utf-8") for s in sorted(shingles(text, config.shingle_words))])
     return signature
@@ -117,6 +120,8 @@ def choose_canonical(group: Sequence[Document]) -> tuple[str, str]:
 def deduplicate(docs: Sequence[Document], config: DedupConfig) -> DedupResult:
     if not config.enabled or len(docs) < 2:
         return DedupResult(documents=list(docs))
+    from datasketch import MinHashLSH
+
     signatures = {doc.id: minhash(doc.text, config) for doc in docs}
     lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
     for doc_id, signature in signatures.items():

@@ -26,7 +26,6 @@ from itertools import product
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from fixgraph.evaluation.stats import Estimate, bootstrap_mean
 
@@ -103,6 +102,8 @@ def paired_permutation_tests(
 
 
 def _scipy_permutation(row: np.ndarray, permutations: int, seed: int) -> PermutationResult:
+    from scipy import stats  # imported where used: see bootstrap_mean
+
     result = stats.permutation_test(
         (row,),
         lambda x, axis: np.mean(x, axis=axis),

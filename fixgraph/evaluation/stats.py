@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,8 @@ def bootstrap_mean(
     mean = float(data.mean())
     if data.size < 2 or np.all(data == data[0]):
         return Estimate(mean, mean, mean, int(data.size), "degenerate")
+    from scipy import stats  # here, not at the top: scipy.stats costs every command ~1 s to import
+
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # scipy warns when BCa degenerates; we check for NaN ourselves
