@@ -44,12 +44,32 @@ def config_dir() -> Path:
 def compose(overrides: Sequence[str] = (), config_name: str = "config", resolve: bool = True) -> DictConfig:
     """Compose conf/ with Hydra overrides and (by default) resolve every interpolation.
 
-    Hydra re-reads and merges every YAML file of the tree per call (about 1 s here, and 40% of the fast
-    test suite's time), so a process keeps its latest compositions, unresolved: before resolving, a
-    composition is a function of conf/'s files, the config name and the overrides alone, and those three
-    are the key. Each caller gets its own copy, resolved on the call."""
+    Hydra re-reads and merges every YAML file of the tree per call (about 1 s here), so a process keeps
+    its latest compositions, unresolved: before resolving, a composition is a function of conf/'s files,
+    the config name and the overrides alone, and those three are the key. Only the overrides that choose
+    config groups (`retriever=dense`) change which files are merged; value overrides
+    (`systems.bm25.k1=1.2`, a test's folder) are applied to a copy of the kept tree the way Hydra applies
+    them after merging (`with_values`), so a new value costs no new composition. Each caller gets its own
+    copy, resolved on the call."""
     root = config_dir()
-    key = (conf_digest(root), config_name, tuple(overrides))
+    digest = conf_digest(root)
+    groups = config_groups(root)
+    choices = tuple(o for o in overrides if is_group(o, groups))
+    values = [o for o in overrides if not is_group(o, groups)]
+    cfg = with_values(_kept(root, digest, config_name, choices), values) if values else None
+    if cfg is None:  # no value overrides, or one that only Hydra handles (and reports, when it is wrong)
+        cfg = _kept(root, digest, config_name, tuple(overrides))
+    if resolve:
+        try:
+            OmegaConf.resolve(cfg)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(str(exc)) from exc
+    return cfg
+
+
+def _kept(root: Path, digest: str, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
+    """A copy of Hydra's composition, unresolved, from the kept ones when it is there."""
+    key = (digest, config_name, overrides)
     with _KEPT_LOCK:
         kept = _KEPT.get(key)
         if kept is not None:
@@ -60,12 +80,49 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config", resolve:
             _KEPT[key] = kept
             while len(_KEPT) > _KEPT_MAX:
                 _KEPT.popitem(last=False)
-    cfg = copy.deepcopy(kept)
-    if resolve:
+    return copy.deepcopy(kept)
+
+
+def config_groups(root: Path) -> frozenset[str]:
+    """The config groups of a conf/ folder: its sub-folders."""
+    return frozenset(p.name for p in root.iterdir() if p.is_dir())
+
+
+def is_group(override: str, groups: frozenset[str]) -> bool:
+    """Does `override` choose a config group (`retriever=dense`, `+retriever@systems.x=dense`), as opposed
+    to setting a value (`systems.x.k1=1.2`)?"""
+    key = override.split("=", 1)[0].lstrip("+~")
+    head = key.split("@")[0]
+    return head.split("/")[0] in groups and "." not in head
+
+
+def with_values(cfg: DictConfig, values: Sequence[str]) -> DictConfig | None:
+    """`cfg` (a composition, struct mode on) with value overrides applied as Hydra 1.3 applies them once the
+    defaults tree is merged (`ConfigLoaderImpl._apply_overrides_to_config`); None for any override Hydra
+    would refuse, and for the forms left to Hydra (deletions, sweeps), so that the caller
+    composes with Hydra and gets its result or its error message."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(values))
+    except HydraException:
+        return None
+    for override in parsed:
+        if override.package is not None or override.is_delete() or override.is_sweep_override():
+            return None
+        key, value = override.key_or_group, override.value()
         try:
-            OmegaConf.resolve(cfg)
-        except OmegaConfBaseException as exc:
-            raise ConfigError(str(exc)) from exc
+            if override.is_add():
+                if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(
+                    value, (dict, list)
+                ):
+                    return None  # Hydra: "Could not append to config. An item is already at ..."
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            else:
+                OmegaConf.update(cfg, key, value, merge=True, force_add=override.is_force_add())
+        except OmegaConfBaseException:
+            return None
     return cfg
 
 
@@ -95,54 +152,6 @@ def compose_with_hydra(root: Path, config_name: str, overrides: Sequence[str]) -
             return hydra_compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(str(exc)) from exc
-
-
-class Composer:
-    """Many compositions that differ in a few overrides (sweep trials), fast.
-
-    `compose` keeps whole compositions, but every trial's values differ, and each new set of overrides
-    costs Hydra a full composition (about 1 s here). Group choices (`retriever=dense`)
-    change the defaults tree, so each distinct set of them is composed by Hydra once; value overrides
-    (`retriever.rrf_k=5`) are then applied to a copy before resolving, which is what Hydra itself does
-    after building the defaults tree. `compose(overrides)` equals `fixgraph.config.compose(overrides)`."""
-
-    def __init__(self) -> None:
-        self._trees: dict[tuple[str, ...], DictConfig] = {}
-        self._groups = {p.name for p in config_dir().iterdir() if p.is_dir()}
-
-    def is_group(self, override: str) -> bool:
-        key = override.split("=", 1)[0].lstrip("+~")
-        return key.split("@")[0].split("/")[0] in self._groups and "." not in key.split("@")[0]
-
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        groups = tuple(o for o in overrides if self.is_group(o))
-        values = [o for o in overrides if not self.is_group(o)]
-        if groups not in self._trees:
-            self._trees[groups] = compose(groups, resolve=False)
-        cfg = copy.deepcopy(self._trees[groups])
-        try:
-            for parsed in OverridesParser.create().parse_overrides(values):
-                key = parsed.get_key_element().lstrip("+~")
-                if parsed.is_delete():
-                    raise ConfigError(f"override {parsed.input_line!r}: deletions are not supported here")
-                appends = parsed.is_add() or parsed.is_force_add()
-                if not appends and OmegaConf.select(cfg, key) is None and not _has_key(cfg, key):
-                    raise ConfigError(
-                        f"Could not override '{key}'. No match in config. To append to your config use +{key}"
-                    )
-                OmegaConf.update(cfg, key, parsed.value(), force_add=True)
-            OmegaConf.resolve(cfg)
-        except OmegaConfBaseException as exc:
-            raise ConfigError(str(exc)) from exc
-        return cfg
-
-
-def _has_key(cfg: DictConfig, dotted: str) -> bool:
-    parent, _, leaf = dotted.rpartition(".")
-    node = OmegaConf.select(cfg, parent) if parent else cfg
-    return isinstance(node, DictConfig) and leaf in node
 
 
 def write_params(path: Path, overrides: Sequence[str] = ()) -> None:

@@ -1,7 +1,8 @@
 """How one sweep trial is composed and scored.
 
 A trial is a set of overrides on the sweep's base config, composed exactly like `fixgraph run` would
-compose them (`Composer`), so the system it scores is the one a user gets by typing those overrides.
+compose them (`fixgraph.config.compose`), so the system it scores is the one a user gets by typing those
+overrides.
 It is scored by replaying that system through the candidate cache (`pipeline/candidates.py`): the same
 `System.search` the benchmark runs, with leaves and scorers recorded once and reused, so a cached trial
 equals a live run and says which it was (`scoring_path`: cached when nothing had to run, else live).
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from fixgraph.config import Composer, ConfigError, systems_of, to_dict
+from fixgraph.config import ConfigError, compose, config_dir, config_groups, is_group, systems_of, to_dict
 from fixgraph.corpus.models import Chunk
 from fixgraph.evaluation.gold import GoldMapping, map_gold
 from fixgraph.evaluation.protocol_errors import SweepError
@@ -67,7 +68,6 @@ class TrialRunner:
     spec: SweepSpec
     base_overrides: list[str]
     questions: list[Question]
-    composer: Composer = field(default_factory=Composer)
     _corpora: dict[str, Corpus] = field(default_factory=dict)
 
     def overrides(self, params: Mapping[str, Any]) -> list[str]:
@@ -87,7 +87,7 @@ class TrialRunner:
 
     def compose(self, params: Mapping[str, Any]) -> DictConfig:
         try:
-            return self.composer.compose(self.overrides(params))
+            return compose(self.overrides(params))
         except ConfigError as exc:
             raise SweepError(f"trial overrides {self.overrides(params)} do not compose: {exc}") from exc
 
@@ -167,7 +167,8 @@ def load_runner(cfg: DictConfig, spec: SweepSpec, overrides: Sequence[str]) -> T
 
 def check_space(runner: TrialRunner, params: Sequence[Param]) -> None:
     """Every swept value key exists in some config the space composes (a typo fails before trial 0)."""
-    groups = [p for p in params if p.kind == "categorical" and runner.composer.is_group(f"{p.key}=x")]
+    conf_groups = config_groups(config_dir())
+    groups = [p for p in params if p.kind == "categorical" and is_group(f"{p.key}=x", conf_groups)]
     first = {p.key: p.choices[0] for p in groups}
     runner.system_of(runner.compose(first))  # the system to score is there (named, or the only one)
     for param in params:
