@@ -26,7 +26,7 @@ from fixgraph.answer.measure import claim_key, verifier_agreement
 from fixgraph.answer.settings import RunSettings
 from fixgraph.answer.verify import ClaimVerifier
 from fixgraph.config import ConfigError, compose
-from fixgraph.evaluation.agreement import binary_agreement, kappa_interval
+from fixgraph.evaluation.agreement import binary_agreement, kappa_interval, resampled_kappas
 from fixgraph.evaluation.judge import Judgement
 from fixgraph.evaluation.questions import Question
 from fixgraph.llm.base import Completion, FakeLLM
@@ -113,6 +113,35 @@ def test_kappa_interval_brackets_the_sklearn_estimate() -> None:
     assert 0.2 < interval.high - interval.low < 0.4  # ~ 2 * 1.96 * sqrt(k(1-k)/n)-ish at n = 120
     perfect = kappa_interval([0.0, 1.0] * 20, [0.0, 1.0] * 20, resamples=200)
     assert (perfect.low, perfect.high) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_resampled_kappas_are_sklearns_to_the_bit(weights: str | None) -> None:
+    rng = np.random.default_rng(7)
+    human = rng.integers(0, 3, (200, 25))
+    judge = np.where(rng.random((200, 25)) < 0.6, human, rng.integers(0, 3, (200, 25)))
+    human[:3], judge[:3] = 1, 1  # one class on both sides: undefined
+    judge[3:6] = 2  # one class on the judge's side only: defined
+    ours = resampled_kappas(human, judge, weights)
+    assert np.isnan(ours[:3]).all()
+    for h, j, value in zip(human[3:], judge[3:], ours[3:], strict=True):
+        assert value == cohen_kappa_score(h, j, labels=[0, 1, 2], weights=weights)
+
+
+def test_kappa_interval_resamples_as_one_sklearn_call_per_resample_would() -> None:
+    rng = np.random.default_rng(5)
+    human = rng.choice([0.0, 0.5, 1.0], 33)
+    judge = np.where(rng.random(33) < 0.5, human, rng.choice([0.0, 0.5, 1.0], 33))
+    h, j = (human * 2).astype(int), (judge * 2).astype(int)
+    draws = np.random.default_rng(11)
+    values = []
+    for _ in range(300):
+        idx = draws.integers(0, 33, 33)
+        if len(set(h[idx]) | set(j[idx])) > 1:
+            values.append(cohen_kappa_score(h[idx], j[idx], labels=[0, 1, 2], weights="linear"))
+    interval = kappa_interval(human.tolist(), judge.tolist(), "linear", 0.9, resamples=300, seed=11)
+    assert (interval.low, interval.high) == tuple(np.percentile(values, [5.0, 95.0]))
+    assert interval.resamples == len(values)
 
 
 def test_binary_agreement_by_hand() -> None:
