@@ -38,10 +38,26 @@ def questions_file() -> Path:
     return FIXTURES / "questions.jsonl"
 
 
+@pytest.fixture(scope="session")
+def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow sqlite store, made once per test process: a new store runs MLflow's schema
+    migrations (~3 s here), a copy of this one opens in ~0.1 s. The fixtures below put a copy where their
+    tracking.uri points; tests through the CLI and the slow suite still start from no store at all."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = tmp_path_factory.mktemp("mlflow-store")
+    SqlAlchemyStore(f"sqlite:///{folder / 'mlflow.db'}", (folder / "mlruns").as_uri())
+    return folder / "mlflow.db"
+
+
 @pytest.fixture
-def fixture_config(tmp_path: Path, mallard_dir: Path, questions_file: Path) -> Callable[..., DictConfig]:
+def fixture_config(
+    tmp_path: Path, mallard_dir: Path, questions_file: Path, mlflow_store: Path
+) -> Callable[..., DictConfig]:
     """Compose the real config tree, pointed at the fixture corpus and at tmp_path for every output."""
     from fixgraph.config import compose
+
+    shutil.copy(mlflow_store, tmp_path / "mlflow.db")
 
     def make(overrides: Sequence[str] = ()) -> DictConfig:
         return compose(
@@ -68,10 +84,12 @@ def option_names(group: str) -> list[str]:
 
 
 @pytest.fixture
-def protocol_config(tmp_path: Path, mallard_dir: Path) -> Callable[..., DictConfig]:
+def protocol_config(tmp_path: Path, mallard_dir: Path, mlflow_store: Path) -> Callable[..., DictConfig]:
     """Like fixture_config, but on the frozen dev part of a 16-question pool over the fixture corpus."""
     from fixgraph.config import compose
     from fixgraph.evaluation.splitting import freeze
+
+    shutil.copy(mlflow_store, tmp_path / "mlflow.db")
 
     pool = tmp_path / "pool.jsonl"
     shutil.copy(FIXTURES / "protocol_questions.jsonl", pool)
