@@ -113,7 +113,8 @@ def kappa_interval(
     """Percentile bootstrap CI of (weighted) kappa over items resampled with replacement."""
     h, j = _classes(human, "human label"), _classes(judge, "judge grade")
     rng = np.random.default_rng(seed)
-    idx = np.stack([rng.integers(0, len(h), len(h)) for _ in range(resamples)])  # one draw per resample
+    draws = [rng.integers(0, len(h), len(h)) for _ in range(resamples)]  # one draw per resample, as before
+    idx = np.stack(draws) if draws else np.empty((0, len(h)), dtype=int)
     kappas = resampled_kappas(h[idx], j[idx], weights)
     values = kappas[~np.isnan(kappas)]  # NaN: undefined on that resample
     if not values.size:

@@ -142,6 +142,8 @@ def test_kappa_interval_resamples_as_one_sklearn_call_per_resample_would() -> No
     interval = kappa_interval(human.tolist(), judge.tolist(), "linear", 0.9, resamples=300, seed=11)
     assert (interval.low, interval.high) == tuple(np.percentile(values, [5.0, 95.0]))
     assert interval.resamples == len(values)
+    none = kappa_interval(human.tolist(), judge.tolist(), resamples=0)
+    assert np.isnan(none.low) and np.isnan(none.high) and none.resamples == 0
 
 
 def test_binary_agreement_by_hand() -> None:
