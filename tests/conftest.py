@@ -42,7 +42,7 @@ def questions_file() -> Path:
 def mlflow_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow sqlite store, made once per test process: a new store runs MLflow's schema
     migrations (~3 s here), a copy of this one opens in ~0.1 s. The fixtures below put a copy where their
-    tracking.uri points; tests through the CLI and the slow suite still start from no store at all."""
+    tracking.uri points; tests through the CLI and `dvc repro` still start from no store at all."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     folder = tmp_path_factory.mktemp("mlflow-store")
