@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from fixgraph.config import to_dict
+from fixgraph.config import config_strings, to_dict
 from fixgraph.corpus.models import Chunk
 from fixgraph.evaluation.questions import Question
 from fixgraph.io import sha256_text, stable_hash
+from fixgraph.modelpaths import MODEL_CARD, model_identity
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import code_hash, open_system
 from fixgraph.retrieval.base import Hit, Retriever, build_retriever
@@ -182,6 +183,11 @@ class RecordedScorer:
         return np.asarray([recorded[key] for key in keys], dtype=np.float64)
 
 
+def is_trained(value: str) -> bool:
+    """A config string naming a folder with a model card: a model fixgraph trained."""
+    return "/" in value and (Path(value).expanduser() / MODEL_CARD).is_file()
+
+
 @dataclass
 class Replayer:
     """Builds replaying systems for one corpus state: `cfg` (paths, chunks) and its chunks."""
@@ -201,6 +207,8 @@ class Replayer:
             "config": dict(leaf_cfg),
             "chunks": self._chunks_hash,
             "code": code_hash("retrieval", "embedders", "kg"),
+            # a model fixgraph trained is named by its folder, which a retrain refills: its weights count
+            "models": {value: model_identity(value) for _, value in config_strings(leaf_cfg) if is_trained(value)},
         }
         graph_dir = leaf_cfg.get("graph_dir")
         if graph_dir:  # graph retrievers read the graph stage's output: its key says what was built

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
@@ -43,6 +44,25 @@ def test_a_changed_leaf_or_chunking_is_recomputed_not_reused(protocol_config: Ca
     assert [c.id for c in replayer.chunks] != before
     _, stats = replay_rankings(replayer, systems_of(rechunked)["bm25"], questions, 100)
     assert stats.hits == 0  # other chunks: another identity
+
+
+def test_a_model_retrained_in_the_same_folder_is_another_leaf(
+    protocol_config: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    """A trained model is named by its folder; a retrain writes new weights (and card) there, and what the
+    old weights ranked must not be replayed for the new ones."""
+    from fixgraph.io import write_json
+
+    replayer = _replayer(protocol_config(["tracking.enabled=false"]))
+    folder = tmp_path / "models" / "tuned"
+    leaf = {"kind": "dense", "name": "d", "embedder": {"kind": "sentence_transformers", "query_model": str(folder)}}
+    untrained = replayer.leaf_identity(leaf)
+    folder.mkdir(parents=True)
+    write_json(folder / "fixgraph_model.json", {"weights_sha256": {"model.safetensors": "aaa"}})
+    first = replayer.leaf_identity(leaf)
+    assert first != untrained and replayer.leaf_identity(leaf) == first  # stable while the weights are
+    write_json(folder / "fixgraph_model.json", {"weights_sha256": {"model.safetensors": "bbb"}})
+    assert replayer.leaf_identity(leaf) not in (first, untrained)
 
 
 def test_a_reranker_without_scores_is_refused(protocol_config: Callable[..., DictConfig]) -> None:
