@@ -40,12 +40,17 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
+def isolated_config(spec: dict[str, Any], workdir: Path) -> Any:
+    """The file's configuration with its artifacts in `workdir` and no MLflow: what a check runs."""
+    overrides = [str(o) for o in spec.get("overrides", [])]
+    return compose([*overrides, f"paths.artifacts={workdir / 'artifacts'}", "tracking.enabled=false"])
+
+
 def scores(spec: dict[str, Any], workdir: Path) -> dict[str, dict[str, float]]:
     """Run the file's configuration in isolation (artifacts in `workdir`, no MLflow); system -> metric -> mean."""
     from fixgraph.experiment.evaluate import evaluate
 
-    overrides = [str(o) for o in spec.get("overrides", [])]
-    cfg = compose([*overrides, f"paths.artifacts={workdir / 'artifacts'}", "tracking.enabled=false"])
+    cfg = isolated_config(spec, workdir)
     questions = Path(str(spec["questions"])) if spec.get("questions") else None
     result = evaluate(cfg, questions_path=questions, name=str(spec.get("name", "expected")), track=False)
     return {system: {m: float(v["mean"]) for m, v in ms.items()} for system, ms in result.metrics.items()}

@@ -164,3 +164,21 @@ def test_the_fold_sweep_tunes_ltr_dev_on_questions_its_model_never_saw() -> None
     assert not seen & held_out  # the swept part and the check part
     every = {p.label for p in build_trainer(cfg.training.trainers.bi_encoder_mpnet_dev).question_parts(cfg)}  # type: ignore[attr-defined]
     assert seen | held_out == every  # the two folds split ltr_dev's own training questions
+
+
+@pytest.mark.parametrize("name", ["gnome-help-dev-ltr-dev", "evolution-help-bridge-dev-ltr-dev"])
+def test_the_ltr_dev_expected_files_rank_with_the_model_make_models_trained(name: str, tmp_path: Path) -> None:
+    """A check runs in its own artifacts folder: one override keeps every fine-tuned embedder of the three
+    systems on the model trained here, not on an empty folder under the check's artifacts."""
+    from fixgraph.experiment.expected import isolated_config, load
+
+    cfg = isolated_config(load(Path("benchmarks/expected") / f"{name}.yaml"), tmp_path)
+    embedders = [
+        cfg.systems.dense_dev_blocks.embedder,
+        cfg.systems.link_expansion_dev_blocks.embedder,
+        cfg.systems.link_expansion_dev_blocks.first_stage.embedder,
+        cfg.systems.ltr_dev.first_stage.embedder,
+        cfg.systems.ltr_dev.first_stage.first_stage.embedder,
+    ]
+    assert {e.model for e in embedders} == {"artifacts/models/bi_encoder_mpnet_dev"}
+    assert str(tmp_path) in cfg.paths.artifacts  # everything else is the check's own
