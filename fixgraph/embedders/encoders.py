@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from fixgraph.collectors import collecting
-from fixgraph.io import atomic_path, sha256_text, stable_hash
-from fixgraph.modelpaths import model_identity, resolve_model_path
+from fixgraph.io import atomic_path, read_json, sha256_text, stable_hash
+from fixgraph.modelpaths import MODEL_CARD, model_identity, resolve_model_path
 from fixgraph.registry import Registry
 
 
@@ -58,6 +58,9 @@ class SentenceTransformerEmbedder:
     Queries take a direct path (tokenizer -> transformer -> mean pooling -> normalise, on `query_threads`
     threads) when the model is that plain pipeline: it skips `encode`'s batching machinery, and one
     thread avoids the thread hand-offs that dominate a single short input on a busy 2-core machine.
+
+    `query_model`: a second model for queries only, trained (trainer kind `query_encoder`) against this
+    embedder's document vectors, which stay as they are: its card must name this embedder's identity.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class SentenceTransformerEmbedder:
         query_backend: str = "torch",
         query_quantize: bool = False,
         parts: dict[str, Any] | None = None,
+        query_model: str | None = None,
     ) -> None:
         if query_backend not in QUERY_BACKENDS:
             raise ValueError(
@@ -81,6 +85,8 @@ class SentenceTransformerEmbedder:
             )
         if query_quantize and query_backend != "onnx":
             raise ValueError(f"embedder {name}: query_quantize needs query_backend 'onnx'")
+        if query_model and query_backend != "torch":
+            raise ValueError(f"embedder {name}: query_model needs query_backend 'torch'")
         self.name = name
         self.model_name = model
         self.batch_size = batch_size
@@ -93,7 +99,9 @@ class SentenceTransformerEmbedder:
         self.query_backend = query_backend
         self.query_quantize = query_quantize
         self.parts = dict(parts) if parts else None
+        self.query_model = query_model
         self._model: Any = None
+        self._query_model: Any = None
         self._direct: bool | None = None
         self._onnx: Path | None = None
 
@@ -109,6 +117,24 @@ class SentenceTransformerEmbedder:
         if self._model is None:
             self._model = _load_sentence_transformer(str(self.model_path()), self.max_seq_length)
         return self._model
+
+    @property
+    def query_encoder(self) -> Any:
+        """The model queries go through: `query_model` once its card is checked, else the document model."""
+        if not self.query_model:
+            return self.model
+        if self._query_model is None:
+            path = resolve_model_path(self.query_model)
+            card = path / MODEL_CARD
+            trained_for = read_json(card).get("document_embedder") if card.exists() else None
+            if trained_for != self.identity():
+                raise ValueError(
+                    f"embedder {self.name}: query_model {path} was trained against document vectors "
+                    f"{trained_for or '(its card names none)'}, not this embedder's {self.identity()}; "
+                    "train it for this embedder (trainer kind query_encoder)"
+                )
+            self._query_model = _load_sentence_transformer(str(path), self.max_seq_length)
+        return self._query_model
 
     @property
     def dim(self) -> int:
@@ -128,8 +154,8 @@ class SentenceTransformerEmbedder:
             }
         )
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self.model.encode(
+    def _encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:
+        vectors = (model or self.model).encode(
             list(texts),
             batch_size=self.batch_size,
             normalize_embeddings=self.normalize,
@@ -147,12 +173,12 @@ class SentenceTransformerEmbedder:
         # beats encode()'s batching, which pads and fights other processes for every core
         if len(texts) <= 16 and self._direct_path():
             return np.stack([self._embed_one(t) for t in texts])
-        return self._encode(texts)
+        return self._encode(texts, self.query_encoder)
 
     def _direct_path(self) -> bool:
         """True when the model is Transformer -> mean Pooling (-> Normalize), which `_embed_one` reproduces."""
         if self._direct is None:
-            modules = list(self.model)
+            modules = list(self.query_encoder)
             kinds = [type(m).__name__ for m in modules]
             pooling = modules[1] if len(modules) > 1 else None
             mode = getattr(pooling, "pooling_mode", None) or (
@@ -177,10 +203,11 @@ class SentenceTransformerEmbedder:
         threads = torch.get_num_threads()
         if self.query_threads:
             torch.set_num_threads(self.query_threads)
+        model = self.query_encoder
         try:
             with torch.inference_mode():
-                features = self.model.tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
-                hidden = self.model[0].auto_model(**features).last_hidden_state
+                features = model.tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
+                hidden = model[0].auto_model(**features).last_hidden_state
         finally:
             torch.set_num_threads(threads)
         return self._pool(hidden.numpy(), features["attention_mask"].numpy())

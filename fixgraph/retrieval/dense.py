@@ -113,9 +113,14 @@ class DenseRetriever:
                 is_line += [True] * len(lines)
         return texts, np.asarray(owner, dtype=np.int64), np.asarray(is_line, dtype=bool)
 
-    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+    def vectors(self, chunks: Sequence[Chunk]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The index's rows for `chunks`: each row's vector, the position of its chunk, and whether it is a
+        line (what `build` stores; the query-encoder trainer scores questions against them)."""
         texts, owner, is_line = self._rows(chunks)
-        matrix = self._embed(texts)
+        return self._embed(texts), owner, is_line
+
+    def build(self, chunks: Sequence[Chunk], workdir: Path) -> None:
+        matrix, owner, is_line = self.vectors(chunks)
         workdir.mkdir(parents=True, exist_ok=True)
         with atomic_path(workdir / "embeddings.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, matrix)

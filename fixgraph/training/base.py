@@ -104,6 +104,7 @@ TRAINERS: Registry[Trainer] = Registry(
     [
         "fixgraph.training.cross_encoder",
         "fixgraph.training.bi_encoder",
+        "fixgraph.training.query_encoder",
         "fixgraph.training.link_prediction",
         "fixgraph.training.generator",
     ],

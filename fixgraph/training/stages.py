@@ -152,7 +152,9 @@ def require_models(cfg: DictConfig, systems: Mapping[str, DictConfig]) -> None:
             f"run `fixgraph train --trainer {name} corpus={cfg.corpus.name}`"
             for system, name in missing
         )
-        raise ConfigError(f"{needs} (`make models` trains ltr_dev's, `make models-ft` ltr_ft's for both corpora)")
+        raise ConfigError(
+            f"{needs} (`make models` trains ltr_dev's and ltr_dev_queries', `make models-ft` ltr_ft's for both corpora)"
+        )
 
 
 def _git_sha() -> str:

