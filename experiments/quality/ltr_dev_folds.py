@@ -34,6 +34,7 @@ data refuse locked questions). About 20 min of training per fold and 20 min of s
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +58,16 @@ SYSTEMS = ("dense_mpnet_blocks", "ltr", "dense_dev_blocks", "link_expansion_dev_
 SUBSETS = ["bridge questions", "other questions", "pooled"]
 
 
-def evaluations(artifacts: Path, fold_a: tuple[str, ...], fold_b: tuple[str, ...]) -> pd.DataFrame:
-    """Per-question rows of every part, scored by the model trained on the other fold."""
+def evaluations(
+    artifacts: Path, fold_a: tuple[str, ...], fold_b: tuple[str, ...], prefix: str = "fold"
+) -> pd.DataFrame:
+    """Per-question rows of every part, scored by the model trained on the other fold (evaluations named
+    `<prefix>-<model>-<split>`)."""
     frames = []
     for model, parts in (("a", fold_b), ("b", fold_a)):  # model a learnt fold a's questions: it scores fold b
         for part in parts:
             split, corpus = part.split(":")
-            rows = pd.read_parquet(artifacts / "eval" / corpus / f"fold-{model}-{split}" / "per_question.parquet")
+            rows = pd.read_parquet(artifacts / "eval" / corpus / f"{prefix}-{model}-{split}" / "per_question.parquet")
             frames.append(rows[rows["scored"]].assign(part=part))
     return pd.concat(frames)
 
@@ -72,6 +76,18 @@ def by_question(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     wide = rows.pivot_table(index=["qid", "part"], columns="system", values=metric).reset_index()
     qtype = rows.groupby(["qid", "part"])["qtype"].first().reset_index()
     return wide.merge(qtype, on=["qid", "part"]).set_index("qid")
+
+
+def print_tables(rows: pd.DataFrame, systems: Sequence[str], pairs: Sequence[tuple[str, str]]) -> None:
+    """recall@8 and MRR per part and corpus, and each (system, baseline) pair's paired tests."""
+    for metric in ("recall_at_8", "mrr"):
+        wide = by_question(rows, metric)
+        print(f"\n===== {metric}, mean per part\n{wide.groupby('part')[list(systems)].mean().round(3)}")
+        corpus = wide["part"].str.split(":").str[1]
+        print(wide.groupby(corpus)[list(systems)].mean().round(3))
+        for system, baseline in pairs:
+            table = summary(wide, baseline, system).round(4).loc[SUBSETS]
+            print(f"\n{metric}: {system} vs {baseline}\n{table}")
 
 
 def mrr_at(rows: pd.DataFrame, score: str) -> pd.Series:
@@ -146,14 +162,7 @@ def main() -> None:
     cfg = compose(["+retriever@systems.ltr=ltr", "+retriever@systems.first=dense_dev_blocks"])
     fold_a, fold_b = folds(cfg)
     rows = evaluations(args.artifacts, fold_a, fold_b)
-    for metric in ("recall_at_8", "mrr"):
-        wide = by_question(rows, metric)
-        print(f"\n===== {metric}, mean per part\n{wide.groupby('part')[list(SYSTEMS)].mean().round(3)}")
-        corpus = wide["part"].str.split(":").str[1]
-        print(wide.groupby(corpus)[list(SYSTEMS)].mean().round(3))
-        for system, baseline in PAIRS:
-            table = summary(wide, baseline, system).round(3).loc[SUBSETS]
-            print(f"\n{metric}: {system} vs {baseline}\n{table}")
+    print_tables(rows, SYSTEMS, PAIRS)
     recall = by_question(rows, "recall_at_8")
     bridge = recall[recall["qtype"] == "bridge"]
     print(f"\n===== where the graph's gain comes from (bridge questions)\n{repairs(bridge).to_string()}")

@@ -164,8 +164,9 @@ def test_ltr_dev_queries_ranks_the_stock_index_with_the_trained_query_model() ->
     from fixgraph.embedders.encoders import build_embedder
     from fixgraph.training.stages import require_models
 
-    cfg = compose(["experiment=leaderboard", "+retriever@systems.ltr_dev_queries=ltr_dev_queries"])
+    cfg = compose(["experiment=leaderboard"])  # the preset holds it and dense_dev_queries_blocks
     trainer = cfg.training.trainers.query_encoder_mpnet_dev
+    assert cfg.systems.dense_dev_queries_blocks.embedder.query_model == trainer.output
     system = cfg.systems.ltr_dev_queries
     for embedder in (system.first_stage.embedder, system.first_stage.first_stage.embedder):
         assert embedder.query_model == trainer.output
