@@ -175,8 +175,9 @@ class QueryEncoderTrainer(Trainer):
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
         train = DataLoader(splits[TRAIN], self.batch_size, shuffle=True, collate_fn=collate, generator=generator)
         validation = DataLoader(splits[VALIDATION], self.batch_size, collate_fn=collate)
+        prefix = str(self.index["embedder"].get("query_prefix") or "")  # e5's "query: ", mpnet's none
         module = QueryEncoderModule(
-            model, indexes, self.learning_rate, self.warmup_ratio, self.scale, self.max_query_length
+            model, indexes, self.learning_rate, self.warmup_ratio, self.scale, self.max_query_length, prefix
         )
         result: FitResult = fit(module, train, validation, self.fit_settings, work_dir, tracking)
         module.model.eval()

@@ -176,3 +176,18 @@ def test_ltr_dev_queries_ranks_the_stock_index_with_the_trained_query_model() ->
     if not (Path(trainer.output) / "fixgraph_model.json").exists():
         with pytest.raises(ConfigError, match=r"system ltr_dev_queries needs trainer query_encoder_mpnet_dev's model"):
             require_models(cfg, {"ltr_dev_queries": system})
+
+
+def test_questions_are_embedded_with_the_embedders_query_prefix(tmp_path: Path) -> None:
+    """An embedder with a query prefix (e5's "query: ") embeds queries with it: the trainer must too."""
+    from sentence_transformers import SentenceTransformer
+
+    from fixgraph.training.nets.query_encoder import QueryEncoderModule
+    from tests.training_helpers import tiny_sentence_transformer
+
+    model = SentenceTransformer(str(tiny_sentence_transformer(tmp_path / "base", ["display", "modem"])), device="cpu")
+    prefixed = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0, 16, prefix="display ").eval()
+    plain = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0, 16).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(prefixed.embed(["modem"]), plain.embed(["display modem"]))
+        assert not torch.allclose(prefixed.embed(["modem"]), plain.embed(["modem"]))

@@ -64,17 +64,22 @@ class QueryEncoderModule(GroupRankingModule):
         warmup_ratio: float,
         scale: float,
         max_length: int,
+        prefix: str = "",
     ) -> None:
         super().__init__()
         self.model = model
         self.indexes = dict(indexes)
         self.learning_rate, self.warmup_ratio = learning_rate, warmup_ratio
-        self.scale, self.max_length = scale, max_length
+        self.scale, self.max_length, self.prefix = scale, max_length, prefix
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Mean pooling and normalisation, as the embedder's query path."""
+        """The embedder's query path: its query prefix, mean pooling and normalisation."""
         features = self.model.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            [self.prefix + t for t in texts],
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
         )
         hidden = self.model[0].auto_model(**features).last_hidden_state
         mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
