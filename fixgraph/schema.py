@@ -35,7 +35,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "judge": ("fixgraph.evaluation.judge", "JUDGES"),
     "answer": ("fixgraph.answer.base", "ANSWERERS"),
     "keyfacts": ("fixgraph.evaluation.keyfacts", "KEYFACT_MATCHERS"),
-    "trainer": ("fixgraph.training.base", "TRAINERS"),
+    "trainer": ("fixgraph.training.kinds", "TRAINERS"),
     "split": ("fixgraph.evaluation.splits", "SPLITS"),
     "experiment": ("fixgraph.experiment.runners", "EXPERIMENTS"),
     "sweep": ("fixgraph.experiment.sweep_spec", "SWEEPS"),

@@ -1,4 +1,4 @@
-"""The `trainer` group: one registry, one interface, shared by every kind of trainer.
+"""The `trainer` group's interface, shared by every kind of trainer (the registry: training/kinds.py).
 
 A trainer config has three parts (conf/trainer/*.yaml):
 - model and optimiser fields at the top level (base model, learning rate, LoRA, ...);
@@ -21,7 +21,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fixgraph.io import sha256_file, stable_hash
-from fixgraph.registry import Registry
 from fixgraph.training.data import settings_from
 from fixgraph.training.settings import FitSettings, Tracking
 
@@ -97,15 +96,3 @@ class Trainer(ABC):
             "data": self.data_config,
             "fit": asdict(self.fit_settings),
         }
-
-
-TRAINERS: Registry[Trainer] = Registry(
-    "trainer",
-    [
-        "fixgraph.training.cross_encoder",
-        "fixgraph.training.bi_encoder",
-        "fixgraph.training.query_encoder",
-        "fixgraph.training.link_prediction",
-        "fixgraph.training.generator",
-    ],
-)

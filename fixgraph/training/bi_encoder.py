@@ -32,8 +32,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fixgraph.io import sha256_file
-from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.base import Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import FitResult, Tracking
 
 PAIR_KINDS = ("title", "summary", "heading", "llm_question", "dev_question")
@@ -202,7 +203,7 @@ class BiEncoderTrainer(Trainer):
 
     def data_inputs(self, cfg: DictConfig) -> dict[str, str]:
         from fixgraph.pipeline.layout import Layout
-        from fixgraph.training.question_pairs import part_inputs, path_overrides
+        from fixgraph.training.question_pairs import caller_overrides, part_inputs
 
         layout = Layout.from_config(cfg)
         inputs = {"chunks": sha256_file(layout.chunks), "documents": sha256_file(layout.documents)}
@@ -210,7 +211,7 @@ class BiEncoderTrainer(Trainer):
             inputs["qa_pairs"] = sha256_file(Path(self.data.qa_pairs))
         if "dev_question" in self.data.query_kinds:
             parts = self.question_parts(cfg)
-            inputs |= part_inputs(parts, self.data.negative_system, path_overrides(cfg))
+            inputs |= part_inputs(parts, self.data.negative_system, caller_overrides(cfg))
         return inputs
 
     def question_parts(self, cfg: DictConfig) -> list[Any]:
@@ -220,14 +221,14 @@ class BiEncoderTrainer(Trainer):
 
     def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
         from fixgraph.pipeline.stages import load_chunks, load_documents
-        from fixgraph.training.question_pairs import path_overrides, question_rows
+        from fixgraph.training.question_pairs import caller_overrides, question_rows
 
         data = self.data
         rows = build_pairs(load_documents(cfg), load_chunks(cfg), data) if data.corpus_kinds() else []
         if "dev_question" in data.query_kinds:
             parts = self.question_parts(cfg)
             rows += question_rows(
-                parts, data.negative_system, data.negatives, data.negative_pool, data.seed, path_overrides(cfg)
+                parts, data.negative_system, data.negatives, data.negative_pool, data.seed, caller_overrides(cfg)
             )
         if not rows:
             raise ValueError(f"trainer {self.name}: no training pairs (is the corpus empty?)")

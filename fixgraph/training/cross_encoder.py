@@ -18,8 +18,9 @@ from omegaconf import DictConfig
 
 from fixgraph.io import sha256_file
 from fixgraph.modelpaths import model_identity, resolve_model_path
-from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.base import Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import FitResult, Tracking
 
 

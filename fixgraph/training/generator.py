@@ -31,8 +31,9 @@ from omegaconf import DictConfig
 
 from fixgraph.corpus.models import Chunk, numbered_sources
 from fixgraph.io import sha256_file
-from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.base import Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import FitResult, Tracking
 
 OPTIMIZERS = ("paged_adamw_8bit", "adamw_8bit", "adamw")
@@ -166,7 +167,7 @@ def training_mode_4bit(model: Any) -> int:
 @TRAINERS.register("qlora")
 class QLoRATrainer(Trainer):
     kind = "qlora"
-    code_modules = ("fixgraph.training.nets.generator",)
+    code_modules = ("fixgraph.training.nets.generator", "fixgraph.llm.hf_export")  # the base model it quantises
 
     def __init__(
         self,

@@ -26,8 +26,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from fixgraph.io import sha256_file
-from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.base import Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, settings_from
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import FitResult, Tracking
 
 ENCODERS = ("sage", "rgcn", "mlp")

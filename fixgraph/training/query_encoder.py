@@ -26,8 +26,9 @@ from omegaconf import DictConfig
 
 from fixgraph.config import ConfigError
 from fixgraph.io import sha256_file
-from fixgraph.training.base import TRAINERS, Trainer
+from fixgraph.training.base import Trainer
 from fixgraph.training.data import TRAIN, VALIDATION, load_splits, save_splits, settings_from, split_rows
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import FitResult, Tracking
 
 
@@ -41,15 +42,6 @@ class QuestionData:
     seed: int = 0
 
 
-def part_overrides(cfg: DictConfig, corpus: str) -> list[str]:
-    """The caller's paths, and its corpus folder for a part on the caller's own corpus: a corpus read in
-    place is pointed at on the command line (`corpus.snapshot_dir=...`), which a part's config would lose."""
-    from fixgraph.training.question_pairs import path_overrides
-
-    folder = cfg.corpus.get("snapshot_dir") if corpus == str(cfg.corpus.name) else None
-    return [*path_overrides(cfg), *([f"corpus.snapshot_dir={folder}"] if folder else [])]
-
-
 @TRAINERS.register("query_encoder")
 class QueryEncoderTrainer(Trainer):
     kind = "query_encoder"
@@ -57,6 +49,7 @@ class QueryEncoderTrainer(Trainer):
     code_modules = (
         "fixgraph.training.question_pairs",
         "fixgraph.training.nets.query_encoder",
+        "fixgraph.training.nets.bi_encoder",
         "fixgraph.retrieval.dense",
     )
 
@@ -103,18 +96,16 @@ class QueryEncoderTrainer(Trainer):
         return question_parts(self.data.questions, str(cfg.corpus.name), self.data.hold_out_corpus)
 
     def data_inputs(self, cfg: DictConfig) -> dict[str, str]:
-        from fixgraph.training.question_pairs import part_inputs
+        from fixgraph.training.question_pairs import caller_overrides, part_inputs
 
-        inputs: dict[str, str] = {}
-        for part in self.question_parts(cfg):
-            inputs |= part_inputs([part], "bm25", part_overrides(cfg, part.corpus))
-        return inputs
+        return part_inputs(self.question_parts(cfg), "bm25", caller_overrides(cfg))
 
     def build_data(self, cfg: DictConfig, out: Path) -> dict[str, Any]:
         from fixgraph.evaluation.gold import map_gold
         from fixgraph.evaluation.parts import part_config
         from fixgraph.evaluation.splits import resolve_questions
         from fixgraph.pipeline.stages import chunk, load_chunks, load_documents
+        from fixgraph.training.question_pairs import part_overrides
 
         rows = []
         for part in self.question_parts(cfg):
@@ -142,6 +133,7 @@ class QueryEncoderTrainer(Trainer):
         from fixgraph.retrieval.base import build_retriever
         from fixgraph.retrieval.dense import DenseRetriever
         from fixgraph.training.nets.query_encoder import FrozenIndex
+        from fixgraph.training.question_pairs import part_overrides
 
         indexes = {}
         for corpus in corpora:
@@ -171,14 +163,13 @@ class QueryEncoderTrainer(Trainer):
         documents = build_embedder(self.index["embedder"])
         # a fresh copy of the document model: the embedder registry caches loaded models
         model = SentenceTransformer(str(documents.model_path()), device="cpu")  # type: ignore[attr-defined]
+        model.max_seq_length = self.max_query_length  # as the embedder truncates a query
         collate = QuestionCollator()
         generator = torch.Generator().manual_seed(self.fit_settings.seed)
         train = DataLoader(splits[TRAIN], self.batch_size, shuffle=True, collate_fn=collate, generator=generator)
         validation = DataLoader(splits[VALIDATION], self.batch_size, collate_fn=collate)
         prefix = str(self.index["embedder"].get("query_prefix") or "")  # e5's "query: ", mpnet's none
-        module = QueryEncoderModule(
-            model, indexes, self.learning_rate, self.warmup_ratio, self.scale, self.max_query_length, prefix
-        )
+        module = QueryEncoderModule(model, indexes, self.learning_rate, self.warmup_ratio, self.scale, prefix)
         result: FitResult = fit(module, train, validation, self.fit_settings, work_dir, tracking)
         module.model.eval()
         module.model.save(str(out))

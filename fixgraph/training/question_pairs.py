@@ -13,7 +13,7 @@ questions are refused by `resolve_questions`.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from omegaconf import DictConfig
@@ -38,12 +38,25 @@ def question_parts(labels: Sequence[str], corpus: str, hold_out_corpus: bool = T
     return kept
 
 
-def path_overrides(cfg: DictConfig) -> list[str]:
-    """The caller's `paths.*`, for the parts' configs: their artefacts live where the caller's do."""
-    return [f"paths.{key}={value}" for key, value in cfg.paths.items()]
+# a part's corpus name -> the overrides its config is composed with
+Overrides = Callable[[str], Sequence[str]]
 
 
-def part_inputs(parts: Sequence[Part], negative_system: str, overrides: Sequence[str] = ()) -> dict[str, str]:
+def part_overrides(cfg: DictConfig, corpus: str) -> list[str]:
+    """The caller's `paths.*` (a part's artefacts live where the caller's do), and the caller's corpus folder
+    for a part on its own corpus: a corpus read in place is pointed at on the command line
+    (`corpus.snapshot_dir=...`), which a part's config, composed afresh, would lose."""
+    folder = cfg.corpus.get("snapshot_dir") if corpus == str(cfg.corpus.name) else None
+    paths = [f"paths.{key}={value}" for key, value in cfg.paths.items()]
+    return [*paths, *([f"corpus.snapshot_dir={folder}"] if folder else [])]
+
+
+def caller_overrides(cfg: DictConfig) -> Overrides:
+    """`part_overrides` for every part of a trainer run with `cfg`."""
+    return lambda corpus: part_overrides(cfg, corpus)
+
+
+def part_inputs(parts: Sequence[Part], negative_system: str, overrides: Overrides) -> dict[str, str]:
     """What the rows depend on: each part's questions and its corpus's chunks (hashes)."""
     from fixgraph.evaluation.splits import question_set_hash, resolve_questions
     from fixgraph.io import sha256_file
@@ -52,7 +65,7 @@ def part_inputs(parts: Sequence[Part], negative_system: str, overrides: Sequence
 
     inputs = {}
     for part in parts:
-        cfg = part_config(part, negative_system, overrides)
+        cfg = part_config(part, negative_system, overrides(part.corpus))
         chunk(cfg)
         questions = resolve_questions(cfg, part.questions, None).questions
         inputs[f"questions {part.label}"] = question_set_hash(questions)
@@ -66,7 +79,7 @@ def question_rows(
     negatives: int,
     negative_pool: int,
     seed: int,
-    overrides: Sequence[str] = (),
+    overrides: Overrides,
 ) -> list[dict[str, Any]]:
     """Training rows (the bi-encoder trainer's format) from the parts' questions, in a fixed order."""
     from fixgraph.evaluation.gold import map_gold
@@ -76,7 +89,7 @@ def question_rows(
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     for part in parts:
-        cfg = part_config(part, negative_system, overrides)
+        cfg = part_config(part, negative_system, overrides(part.corpus))
         questions = resolve_questions(cfg, part.questions, None).questions
         chunk(cfg)
         chunks = load_chunks(cfg)

@@ -23,8 +23,9 @@ from fixgraph.config import ConfigError, build, config_strings, to_dict
 from fixgraph.io import read_json, sha256_file, stable_hash, write_json
 from fixgraph.pipeline.layout import Layout
 from fixgraph.pipeline.stages import StageResult, chunk, load_chunks, run_stage
-from fixgraph.training.base import MANIFEST, TRAINERS, Trainer, code_of
+from fixgraph.training.base import MANIFEST, Trainer, code_of
 from fixgraph.training.data import data_hash
+from fixgraph.training.kinds import TRAINERS
 from fixgraph.training.settings import Tracking
 
 log = logging.getLogger(__name__)

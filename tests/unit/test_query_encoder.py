@@ -178,16 +178,22 @@ def test_ltr_dev_queries_ranks_the_stock_index_with_the_trained_query_model() ->
             require_models(cfg, {"ltr_dev_queries": system})
 
 
-def test_questions_are_embedded_with_the_embedders_query_prefix(tmp_path: Path) -> None:
-    """An embedder with a query prefix (e5's "query: ") embeds queries with it: the trainer must too."""
+def test_questions_are_embedded_as_the_embedder_embeds_queries(tmp_path: Path) -> None:
+    """The trainer's query vectors are the embedder's (one path: the model's own modules), and an embedder
+    with a query prefix (e5's "query: ") embeds queries with it: the trainer must too."""
     from sentence_transformers import SentenceTransformer
 
+    from fixgraph.embedders.encoders import SentenceTransformerEmbedder
     from fixgraph.training.nets.query_encoder import QueryEncoderModule
     from tests.training_helpers import tiny_sentence_transformer
 
-    model = SentenceTransformer(str(tiny_sentence_transformer(tmp_path / "base", ["display", "modem"])), device="cpu")
-    prefixed = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0, 16, prefix="display ").eval()
-    plain = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0, 16).eval()
+    base = tiny_sentence_transformer(tmp_path / "base", ["display", "modem"])
+    model = SentenceTransformer(str(base), device="cpu")
+    prefixed = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0, prefix="display ").eval()
+    plain = QueryEncoderModule(model, {}, 1e-3, 0.1, 20.0).eval()
+    served = SentenceTransformerEmbedder("toy", str(base), query_prefix="display ")
+    questions = ["modem", "my display is dark and the modem blinks"]
     with torch.no_grad():
         torch.testing.assert_close(prefixed.embed(["modem"]), plain.embed(["display modem"]))
         assert not torch.allclose(prefixed.embed(["modem"]), plain.embed(["modem"]))
+        np.testing.assert_allclose(prefixed.embed(questions).numpy(), served.embed_queries(questions), atol=1e-6)

@@ -62,8 +62,8 @@ def test_rows_pair_each_gold_chunk_with_hard_negatives_from_the_ranking(part_ove
     from fixgraph.training.question_pairs import question_rows
 
     part = Part("dev", "mallard_folder")
-    rows = question_rows([part], "dense", negatives=2, negative_pool=4, seed=0, overrides=part_overrides)
-    assert rows == question_rows([part], "dense", negatives=2, negative_pool=4, seed=0, overrides=part_overrides)
+    rows = question_rows([part], "dense", negatives=2, negative_pool=4, seed=0, overrides=lambda c: part_overrides)
+    assert rows == question_rows([part], "dense", 2, 4, 0, lambda c: part_overrides)
 
     cfg = compose([*part_overrides, "corpus=mallard_folder", "split=dev"])
     questions = resolve_questions(cfg, None, None).questions
@@ -88,7 +88,20 @@ def test_locked_questions_are_refused(part_overrides: list[str]) -> None:
     from fixgraph.training.question_pairs import question_rows
 
     with pytest.raises(Exception, match="locked"):
-        question_rows([Part("test", "mallard_folder")], "bm25", 2, 4, 0, part_overrides)
+        question_rows([Part("test", "mallard_folder")], "bm25", 2, 4, 0, lambda c: part_overrides)
+
+
+def test_a_part_on_the_callers_corpus_keeps_the_folder_it_is_read_from(tmp_path: Path) -> None:
+    """A corpus read in place (`corpus.snapshot_dir=...` on the command line) stays where it is for the
+    parts on it, in both trainers' data (bi-encoder and query encoder); other corpora's parts fetch their own."""
+    from fixgraph.training.question_pairs import caller_overrides, part_overrides
+
+    cfg = compose(["corpus=mallard_folder", f"corpus.snapshot_dir={tmp_path}", f"paths.artifacts={tmp_path}/a"])
+    own = part_overrides(cfg, "mallard_folder")
+    assert f"corpus.snapshot_dir={tmp_path}" in own and f"paths.artifacts={tmp_path}/a" in own
+    other = part_overrides(cfg, "gnome_help")
+    assert f"paths.artifacts={tmp_path}/a" in other and not any(o.startswith("corpus.") for o in other)
+    assert caller_overrides(cfg)("mallard_folder") == own
 
 
 def test_the_trainer_and_ltr_ft_read_the_model_trained_without_the_scored_corpus() -> None:

@@ -36,6 +36,13 @@ def same_question_mask(queries: Sequence[str], n_candidates: int) -> torch.Tenso
     return mask
 
 
+def sentence_vectors(model: Any, texts: Sequence[str]) -> torch.Tensor:
+    """A sentence-transformers model's own path (its tokenizer, truncation, pooling), L2-normalised: the
+    vectors its `encode` gives, with gradients."""
+    vectors = model(model.preprocess(list(texts)))["sentence_embedding"]
+    return torch.nn.functional.normalize(vectors, dim=-1)
+
+
 class PairCollator:
     def __init__(self, query_prefix: str, document_prefix: str, mask: str = "page") -> None:
         self.query_prefix, self.document_prefix, self.mask = query_prefix, document_prefix, mask
@@ -59,9 +66,7 @@ class BiEncoderModule(GroupRankingModule):
         self.learning_rate, self.warmup_ratio, self.scale = learning_rate, warmup_ratio, scale
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        features = self.model.preprocess(list(texts))
-        vectors = self.model(features)["sentence_embedding"]
-        return torch.nn.functional.normalize(vectors, dim=-1)
+        return sentence_vectors(self.model, texts)
 
     def _step(self, batch: Mapping[str, Any]) -> tuple[Any, torch.Tensor]:
         queries, candidates = self.embed(batch["queries"]), self.embed(batch["candidates"])

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from fixgraph.training.fit import GroupRankingModule
+from fixgraph.training.nets.bi_encoder import sentence_vectors
 
 
 class FrozenIndex:
@@ -63,27 +64,18 @@ class QueryEncoderModule(GroupRankingModule):
         learning_rate: float,
         warmup_ratio: float,
         scale: float,
-        max_length: int,
         prefix: str = "",
     ) -> None:
         super().__init__()
         self.model = model
         self.indexes = dict(indexes)
         self.learning_rate, self.warmup_ratio = learning_rate, warmup_ratio
-        self.scale, self.max_length, self.prefix = scale, max_length, prefix
+        self.scale, self.prefix = scale, prefix
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """The embedder's query path: its query prefix, mean pooling and normalisation."""
-        features = self.model.tokenizer(
-            [self.prefix + t for t in texts],
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
-        hidden = self.model[0].auto_model(**features).last_hidden_state
-        mask = features["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
+        """The embedder's query vectors: its query prefix, then the model's own modules (truncated at the
+        model's max_seq_length, which the trainer sets to the embedder's query length)."""
+        return sentence_vectors(self.model, [self.prefix + t for t in texts])
 
     def _rows(self, batch: Mapping[str, Any]) -> tuple[Any, list[tuple[torch.Tensor, list[list[int]]]]]:
         vectors = self.embed(batch["queries"])
