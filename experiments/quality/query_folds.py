@@ -19,7 +19,19 @@ model (one override points them all at it):
 
 Printed: recall@8 and MRR per part and corpus, and paired sign-flip tests over bridge, other and all
 questions for the query model against the stock systems, and for the graph over it (ltr_dev_queries vs
-dense_dev_queries_blocks). Dev parts only.
+dense_dev_queries_blocks).
+
+`--whole-prefix wfold`: also the whole-model fine-tune (ltr_dev's recipe) trained on the same folds, its
+evaluations named `wfold-<model>-<split>` with dense_dev_blocks and ltr_dev pointed at the fold's model:
+
+    fixgraph train --trainer bi_encoder_mpnet_dev "$W.data.questions=[dev:gnome_help,...]" \\
+        $W.output=/tmp/wfold/model_b $W.data_dir=/tmp/wfold/data_b      # W=training.trainers.bi_encoder_mpnet_dev
+    fixgraph evaluate --no-track --name wfold-b-bridge_dev corpus=gnome_help split=bridge_dev experiment=single \\
+        +retriever@systems.dense_dev_blocks=dense_dev_blocks +retriever@systems.ltr_dev=ltr_dev \\
+        $W.output=/tmp/wfold/model_b
+
+(fold a's model: the DVC stage's, `$W.output=artifacts/models/bi_encoder_mpnet_dev_fold_a`), and the cheap
+twins paired with them question by question. Dev parts only.
 """
 
 from __future__ import annotations
@@ -38,17 +50,30 @@ PAIRS = (
     ("dense_dev_queries_blocks", "dense_mpnet_blocks"),  # the query model alone
     ("ltr_dev_queries", "dense_dev_queries_blocks"),  # the graph over the query model
 )
+WHOLE_SYSTEMS = ("dense_dev_blocks", "ltr_dev")
+WHOLE_PAIRS = (
+    ("dense_dev_queries_blocks", "dense_dev_blocks"),  # query side only vs the whole model, dense
+    ("ltr_dev_queries", "ltr_dev"),  # the same under the graph ranker
+    ("ltr_dev", "dense_dev_blocks"),  # the graph over the whole model
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     parser.add_argument("--prefix", default="qfold", help="the evaluations' names: PREFIX-<model>-<split>")
+    parser.add_argument("--whole-prefix", help="the whole-model fold evaluations' names, if any")
     args = parser.parse_args()
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 20)
     fold_a, fold_b = folds(compose([]))
-    print_tables(evaluations(args.artifacts, fold_a, fold_b, args.prefix), SYSTEMS, PAIRS)
+    rows = evaluations(args.artifacts, fold_a, fold_b, args.prefix)
+    if not args.whole_prefix:
+        print_tables(rows, SYSTEMS, PAIRS)
+        return
+    whole = evaluations(args.artifacts, fold_a, fold_b, args.whole_prefix)
+    rows = pd.concat([rows, whole[whole["system"].isin(WHOLE_SYSTEMS)]])
+    print_tables(rows, SYSTEMS + WHOLE_SYSTEMS, PAIRS + WHOLE_PAIRS)
 
 
 if __name__ == "__main__":
