@@ -21,7 +21,7 @@ $(STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -U "pip>=24"
-	# torch comes from the CPU wheel pip's site configuration points at (see requirements/README.md)
+	# torch: the CPU wheel from the wheel folder and indexes pip's site configuration names (/etc/pip.conf)
 	$(BIN)/pip install -q --disable-pip-version-check -c $(LOCK) -e ".[dev]"
 	@rm -f $(VENV)/.installed-* && touch $@
 
