@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,18 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     assert family == {("dense", "recall_at_8"), ("hybrid", "recall_at_8")}
 
     assert ran(sh(root, "dvc", "repro")) == set()
+    # byte-stable outputs: a second copy in another folder, with a warm chunk cache, records the same dvc.lock
+    # (what .ci/run checks on GNOME Help; test_byte_stable.py compares the files themselves). The split is
+    # copied: a real repository commits it, and freezing records the time.
+    other = tmp_path / "deeper" / "other"
+    copy_repository(other)
+    make_project(other)
+    sh(other, "fixgraph", "params", *SMALL)
+    shutil.copytree(root / "artifacts" / "cache", other / "artifacts" / "cache")
+    shutil.copy(root / "benchmarks/small/split.json", other / "benchmarks/small/split.json")
+    sh(other, "git", "init", "-q")
+    assert ran(sh(other, "dvc", "repro")) == every  # the copied dvc.lock is GNOME Help's
+    assert (other / "dvc.lock").read_text() == (root / "dvc.lock").read_text()
     # the answers pipeline is separate (it needs a real LLM; here the fake one) and reuses every upstream stage
     assert ran(sh(root, "dvc", "repro", "pipelines/answers/dvc.yaml")) == {"pipelines/answers/dvc.yaml:answers"}
     answers = json.loads((root / "artifacts/metrics/mallard_folder/answers_dev.json").read_text())
