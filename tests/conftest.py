@@ -19,6 +19,28 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONF = REPO / "conf"
 
+# The slow suite runs a file per worker (`--dist loadfile --no-loadscope-reorder`): xdist hands files out in
+# collection order, so the files that take minutes (seconds in CI, 2026-12-07) go first and the short ones fill
+# in after them. In xdist's default order (most tests first) a one-test file of 3-4 minutes came last and kept
+# one worker busy while the other idled.
+LONG_FIRST = (
+    "integration/test_gnome_help.py",  # ~370 s
+    "integration/test_training_stages.py",  # ~250 s (QLoRA on the real model)
+    "integration/test_dvc_small.py",  # ~220 s
+    "integration/test_retrieval_models.py",  # ~105 s
+    "integration/test_dashboard_browser.py",  # ~105 s
+    "integration/test_answers_real_model.py",  # ~100 s
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        tests = REPO / "tests"
+        path = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: within a rank, collection order
+
 
 @pytest.fixture(autouse=True)
 def _repo_config_dir(monkeypatch: pytest.MonkeyPatch) -> None:
