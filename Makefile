@@ -40,7 +40,7 @@ main: setup models-stock
 	@cat artifacts/eval/gnome_help/dev/table.md
 	@echo; cat artifacts/eval/gnome_help/dev/comparison.md
 	@echo "Full outputs: artifacts/eval/gnome_help/dev/  -  MLflow UI: make ui (http://127.0.0.1:5000)"
-	@for m in $(DEV_MODELS); do test -f $$m || { echo "experiment=leaderboard also needs ltr_dev's and ltr_dev_queries' models: run make models (trains them once: about 60 min on 2 cores, 10 GB of memory)"; break; }; done
+	@for m in $(DEV_MODELS); do test -f $$m || { echo "experiment=leaderboard also needs ltr_dev's and ltr_dev_queries' models: run make models (trains them once: 60-90 min on 2 cores, 10 GB of memory)"; break; }; done
 
 lint: setup
 	$(BIN)/ruff check fixgraph tests
@@ -69,7 +69,7 @@ models-stock: setup $(MODELS_STAMP)
 # make a second run instant.
 FAST_MATH := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AUTO
 # models: everything the leaderboard preset ranks with: mpnet, mpnet fine-tuned on every dev question of
-# GNOME Help and Evolution (trainer bi_encoder_mpnet_dev, system ltr_dev): about 55 min on 2 cores and
+# GNOME Help and Evolution (trainer bi_encoder_mpnet_dev, system ltr_dev): 55-80 min on 2 cores and
 # 10 GB of memory at its peak (gradient checkpointing), once; and mpnet's query side alone fine-tuned on
 # the same questions against the stock index (trainer query_encoder_mpnet_dev, system ltr_dev_queries):
 # about 8 min.
