@@ -1,7 +1,7 @@
 """Stage outputs are byte-stable: the same inputs built in two folders, one with a cold and one with a warm
 chunk cache, give identical files in every folder DVC tracks (ingest, chunk, graph, index, evaluate).
 Run statistics (seconds, chunk-cache hits, latency) live under `_run/`, which .dvcignore keeps out of
-DVC's hashes; test_dvc_small.py checks the same through `dvc repro` and dvc.lock."""
+DVC's hashes; .ci/run checks the same through `dvc repro` and dvc.lock on a fresh clone of GNOME Help."""
 
 from __future__ import annotations
 
