@@ -20,16 +20,16 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONF = REPO / "conf"
 
 # The slow suite runs a file per worker (`--dist loadfile --no-loadscope-reorder`): xdist hands files out in
-# collection order, so the files that take minutes (seconds in CI, 2026-12-07) go first and the short ones fill
-# in after them. In xdist's default order (most tests first) a one-test file of 3-4 minutes came last and kept
+# collection order, so the files that take minutes go first and the short ones fill in after them. In
+# xdist's default order (most tests first) a one-test file of 3-4 minutes came last and kept
 # one worker busy while the other idled.
-LONG_FIRST = (
-    "integration/test_gnome_help.py",  # ~370 s
-    "integration/test_training_stages.py",  # ~250 s (QLoRA on the real model)
-    "integration/test_dvc_small.py",  # ~220 s
-    "integration/test_retrieval_models.py",  # ~105 s
-    "integration/test_dashboard_browser.py",  # ~105 s
-    "integration/test_answers_real_model.py",  # ~100 s
+LONG_FIRST = (  # seconds on 2 cores, 2026-12-07: alone, or in the slow suite (about 1.3x alone) where said
+    "integration/test_gnome_help.py",  # ~170 s alone
+    "integration/test_training_stages.py",  # ~180 s in the suite (QLoRA on the real model)
+    "integration/test_dvc_small.py",  # ~110 s alone
+    "integration/test_dashboard_browser.py",  # ~115 s in the suite
+    "integration/test_retrieval_models.py",  # ~105 s in the suite
+    "integration/test_answers_real_model.py",  # ~100 s in the suite
 )
 
 
