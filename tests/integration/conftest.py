@@ -38,6 +38,11 @@ def copy_repository(root: Path) -> None:
             shutil.copy2(REPO / name, root / name)
 
 
+def stages_run(done: subprocess.CompletedProcess[str]) -> set[str]:
+    """The stages a `dvc repro` ran, from what it printed."""
+    return {line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("Running stage")}
+
+
 def make_project(root: Path) -> Path:
     """The fixture pages and question pool where SMALL_PROJECT expects them, under `root`."""
     shutil.copytree(FIXTURES / "mallard", root / "data" / "mallard_folder")

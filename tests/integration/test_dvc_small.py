@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import SMALL_PROJECT, copy_repository, make_project
+from tests.integration.conftest import SMALL_PROJECT, copy_repository, make_project, stages_run
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -32,10 +32,6 @@ def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def ran(done: subprocess.CompletedProcess[str]) -> set[str]:
-    return {line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("Running stage")}
-
-
 def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     root = tmp_path / "project"
     copy_repository(root)
@@ -47,7 +43,7 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
 
     first = sh(root, "dvc", "repro")
     every = {"split", "ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate"}
-    assert ran(first) == every
+    assert stages_run(first) == every
     split = json.loads((root / "benchmarks/small/split.json").read_text())
     assert sum(split["counts"]["dev"].values()) == 11
     info = json.loads((root / "artifacts/eval/mallard_folder/dev/info.json").read_text())
@@ -57,9 +53,9 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
     family = {tuple(h) for h in comparison["family"]["hypotheses"]}
     assert family == {("dense", "recall_at_8"), ("hybrid", "recall_at_8")}
 
-    assert ran(sh(root, "dvc", "repro")) == set()
+    assert stages_run(sh(root, "dvc", "repro")) == set()
     # the answers pipeline is separate (it needs a real LLM; here the fake one) and reuses every upstream stage
-    assert ran(sh(root, "dvc", "repro", "pipelines/answers/dvc.yaml")) == {"pipelines/answers/dvc.yaml:answers"}
+    assert stages_run(sh(root, "dvc", "repro", "pipelines/answers/dvc.yaml")) == {"pipelines/answers/dvc.yaml:answers"}
     answers = json.loads((root / "artifacts/metrics/mallard_folder/answers_dev.json").read_text())
     assert set(answers) == {"closed_book", "bm25", "dense", "hybrid"}
     assert all(0 <= scores["correctness"] <= 1 for scores in answers.values())
@@ -68,7 +64,7 @@ def test_dvc_repro_and_exp_run_drive_the_runner(tmp_path: Path) -> None:
 
     # dvc exp run recomposes conf/ with the overrides (Hydra), writes params.yaml and reruns downstream only
     exp = sh(root, "dvc", "exp", "run", *(f"-S={o}" for o in SMALL), "-S=systems.bm25.k1=1.2")
-    assert ran(exp) == {"index@bm25", "evaluate"}
+    assert stages_run(exp) == {"index@bm25", "evaluate"}
     shown = sh(root, "dvc", "exp", "show", "--json").stdout
     assert "1.2" in shown
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.integration.conftest import stages_run
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -116,15 +117,14 @@ def table_rows(markdown: str) -> list[list[str]]:
     return rows
 
 
-def ran(done: subprocess.CompletedProcess[str]) -> set[str]:
-    return {line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("Running stage")}
-
-
 def test_dvc_repro_reproduces_the_lock_then_runs_only_downstream_of_a_change(project: Path) -> None:
     lock = (project / "dvc.lock").read_text()
     first = sh(project, "dvc", "repro")
     # every stage runs, or none where the checkout's outputs came along (test_dvc_small.py: both on a small corpus)
-    assert ran(first) in (set(), {"ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate"})
+    assert stages_run(first) in (
+        set(),
+        {"ingest", "chunk", "graph", "index@bm25", "index@dense", "index@hybrid", "evaluate"},
+    )
     # the committed split file is the stage's recorded output: frozen, so it is verified, not re-split
     assert "Stage 'split' didn't change, skipping" in first.stdout
     assert (project / "dvc.lock").read_text() == lock, "dvc.lock is not in step with the code: run make main"
@@ -145,7 +145,7 @@ def test_dvc_repro_reproduces_the_lock_then_runs_only_downstream_of_a_change(pro
     assert "Running stage" not in second.stdout
 
     sh(project, "fixgraph", "params", "systems.bm25.k1=1.2")
-    assert ran(sh(project, "dvc", "repro")) == {"index@bm25", "evaluate"}
+    assert stages_run(sh(project, "dvc", "repro")) == {"index@bm25", "evaluate"}
     assert "evaluate" in sh(project, "dvc", "dag").stdout
 
 
