@@ -26,14 +26,14 @@ SMALL_PROJECT = [
 ]
 
 
-def copy_repository(root: Path) -> None:
-    """The repository's tracked and untracked-but-not-ignored files, under `root` (but data.dvc, which
-    pins GNOME Help, not the fixture corpus)."""
+def copy_repository(root: Path, gnome_help: bool = False) -> None:
+    """The repository's tracked and untracked-but-not-ignored files, under `root` (data.dvc, which pins
+    GNOME Help, only with `gnome_help`: a fixture-corpus project has no use for it)."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     for name in files:
-        if (REPO / name).is_file() and name != "data.dvc":
+        if (REPO / name).is_file() and (gnome_help or name != "data.dvc"):
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
 

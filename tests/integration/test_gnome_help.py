@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.integration.conftest import stages_run
+from tests.integration.conftest import copy_repository, stages_run
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -40,13 +40,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     here then verifies them instead of building them a second time. Without them it runs the stages (and
     where they are stale, those), with the embedding cache's MiniLM vectors when there is one."""
     root = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    for name in files:
-        if (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
+    copy_repository(root, gnome_help=True)
     for cache in ("artifacts/cache/embeddings", "artifacts/candidates"):
         if (REPO / cache).is_dir():
             shutil.copytree(REPO / cache, root / cache)
